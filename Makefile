@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both create .venv when missing.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint format bench clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { base=$$(tools/find_python.sh) && $$base -m venv $(VENV); }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m pymc_dp.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

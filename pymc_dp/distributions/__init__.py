@@ -1,0 +1,1 @@
+"""Noise distributions and the wrappers that condition a model on privatized data."""

@@ -1,0 +1,1 @@
+"""Pure numpy / numba kernels, testable without a model."""

@@ -1,0 +1,1 @@
+"""Special functions in log space (numpy, PyTensor and numba forms)."""

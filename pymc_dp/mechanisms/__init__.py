@@ -1,0 +1,1 @@
+"""Privacy mechanisms: Laplace, two-sided geometric, Gaussian, discrete Gaussian."""

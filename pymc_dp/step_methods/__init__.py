@@ -1,0 +1,1 @@
+"""PyMC step methods over the pure kernels in :mod:`pymc_dp.kernels`."""
