@@ -21,7 +21,9 @@ __all__ = [
 
 def _as_real(name: str, value) -> float:
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
+        )
     return float(value)
 
 
@@ -44,8 +46,9 @@ def as_unit_open(name: str, value) -> float:
 def as_positive_int(name: str, value) -> int:
     """Return ``value`` as an int if it is an integer >= 1 (integral floats are refused)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a positive integer, got {value!r} of type "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a positive integer, got {value!r} of type {type(value).__name__}"
+        )
     v = int(value)
     if v >= 1:
         return v

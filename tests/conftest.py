@@ -1,5 +1,3 @@
-
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,3 @@ def rng(request):
     """A numpy Generator seeded from the test's node id (stable across runs and orderings)."""
     seed = np.random.SeedSequence([ROOT_SEED, *request.node.nodeid.encode()])
     return np.random.default_rng(seed)
-
-
-

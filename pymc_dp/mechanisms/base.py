@@ -87,8 +87,11 @@ class Mechanism(ABC):
         values = np.asarray(values)
         if self.integer:
             if not np.issubdtype(values.dtype, np.integer):
-                if not (np.issubdtype(values.dtype, np.floating)
-                        and np.all(np.isfinite(values)) and np.all(values == np.round(values))):
+                if not (
+                    np.issubdtype(values.dtype, np.floating)
+                    and np.all(np.isfinite(values))
+                    and np.all(values == np.round(values))
+                ):
                     raise ValueError(f"values must be integers for the {self.family} mechanism")
                 values = values.astype(np.int64)
             return values.astype(np.int64) + self.sample_noise(values.shape, rng)
