@@ -1,0 +1,188 @@
+"""The Laplace mechanism (Dwork, McSherry, Nissim & Smith 2006), on floating-point numbers.
+
+``M(x) = x + Z`` with ``Z ~ Laplace(0, b)``, density
+
+.. math::
+
+    \\eta(z) = \\frac{1}{2b} \\exp\\left(-\\frac{|z|}{b}\\right).
+
+Privacy (derivation). For neighbours with ``|x - x'| <= Δ`` and any output ``y``,
+``log η(y - x) - log η(y - x') = (|y - x'| - |y - x|) / b <= |x - x'| / b <= Δ / b`` by the
+triangle inequality, so the mechanism is ``ε``-DP with ``ε = Δ / b``; the bound is attained
+for ``y >= max(x, x')``, so ``ε = Δ / b`` is exact. All parameterizations reduce to the scale ``b``.
+
+.. warning::
+
+    Floating-point Laplace noise is **not** a safe release mechanism: the set of doubles that
+    ``x + Z`` can produce depends on ``x``, so the low-order bits of a release leak the input
+    (Mironov 2012, "On significance of the least significant bits for differential privacy",
+    CCS). Use :class:`pymc_dp.Geometric` (integer-valued, exact sampling) or
+    :class:`pymc_dp.DiscreteGaussian` for real releases; this class exists to *model* releases
+    made with a Laplace mechanism, and for simulation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from pymc_dp._validation import as_positive_finite, exactly_one
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+
+__all__ = ["Laplace"]
+
+_TWO_M53 = np.float64(2.0**-53)
+
+
+def _secure_uint64(n: int) -> np.ndarray:
+    """``n`` independent uniform 64-bit words from the OS CSPRNG (``os.urandom``)."""
+    return np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+
+
+def _secure_uniform(size) -> np.ndarray:
+    """Uniform doubles on the open interval (0, 1) from ``os.urandom``.
+
+    Each value is ``(m + 1/2) 2^-53`` with ``m`` the top 53 bits of a CSPRNG word: a uniform
+    grid of ``2^53`` points strictly inside (0, 1). This is a secure *source*; transforming it
+    to floating-point noise still leaks through the float grid (see the module warning).
+    """
+    size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
+    n = math.prod(size)
+    m = _secure_uint64(n) >> np.uint64(11)
+    return ((m.astype(np.float64) + 0.5) * _TWO_M53).reshape(size)
+
+
+def _secure_laplace(b: float, size) -> np.ndarray:
+    """Laplace(0, b) draws from ``os.urandom``: a random sign times ``b`` times Exp(1).
+
+    One 64-bit word per draw: bit 0 gives the sign, the top 53 bits give ``u in (0, 1)`` and
+    ``E = -log(u)`` is Exp(1) (inverse CDF). The largest ``|Z|`` is ``b * 53 ln 2 ≈ 36.7 b``;
+    the neglected tail mass ``exp(-36.7) ≈ 1e-16`` is below double resolution of any CDF.
+    """
+    size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
+    n = math.prod(size)
+    w = _secure_uint64(n)
+    u = ((w >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_M53
+    sign = np.where((w & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
+    return (sign * (b * -np.log(u))).reshape(size)
+
+
+@numba.njit(cache=True)
+def _laplace_logpdf(x, params):  # pragma: no cover - compiled
+    # params = [b]; log η(x) = -|x|/b - log(2b)
+    b = params[0]
+    return -abs(x) / b - math.log(2.0 * b)
+
+
+class Laplace(Mechanism):
+    """Laplace mechanism ``M(x) = x + Laplace(0, b)``; ``ε = Δ / b`` (pure ε-DP).
+
+    .. warning::
+
+        Floating-point noise leaks through the least significant bits of the release
+        (Mironov 2012, "On significance of the least significant bits for differential
+        privacy"). For real releases use :class:`pymc_dp.Geometric` or
+        :class:`pymc_dp.DiscreteGaussian`; use this class to model Laplace releases.
+
+    Parameters
+    ----------
+    scale : float, optional
+        The noise scale ``b > 0`` (the core parameter).
+    epsilon : float, optional
+        Privacy parameter; gives ``b = sensitivity / epsilon``. Exactly one of ``scale`` and
+        ``epsilon`` must be given.
+    sensitivity : float, default 1.0
+        The L1 sensitivity ``Δ > 0`` of the released statistic.
+
+    Raises
+    ------
+    TypeError
+        If a parameter is not a real number (bools and strings are refused).
+    ValueError
+        If a parameter is NaN, infinite, zero or negative, or if not exactly one of ``scale``
+        and ``epsilon`` is given.
+
+    Notes
+    -----
+    ``ε = Δ / b`` is exact (see the module docstring for the derivation). The release with
+    ``rng=None`` uses ``os.urandom`` (the operating system's CSPRNG), one 64-bit word per draw,
+    transformed by the inverse CDF. With a ``numpy.random.Generator`` the draw is reproducible
+    and meant for simulation only.
+
+    Examples
+    --------
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> m = Laplace(epsilon=0.5, sensitivity=2.0)
+    >>> m.scale
+    4.0
+    >>> m.guarantee()
+    PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
+    >>> float(m.logpdf(0.0)) == -np.log(8.0)
+    True
+    >>> Laplace(2.0).epsilon
+    0.5
+    """
+
+    family = "laplace"
+    integer = False
+
+    def __init__(self, scale=None, *, epsilon=None, sensitivity=1.0):
+        self.sensitivity = as_positive_finite("sensitivity", sensitivity)
+        which = exactly_one("Laplace", scale=scale, epsilon=epsilon)
+        if which == "scale":
+            self.scale = as_positive_finite("scale", scale)
+        else:
+            eps = as_positive_finite("epsilon", epsilon)
+            self.scale = self.sensitivity / eps
+        if not (math.isfinite(self.scale) and self.scale > 0.0):
+            # e.g. sensitivity / epsilon overflowing or underflowing
+            raise ValueError(
+                f"Laplace scale sensitivity/epsilon = {self.scale!r} is not finite and > 0"
+            )
+
+    # ---- privacy accounting -----------------------------------------------------------------
+    def guarantee(self) -> PrivacyGuarantee:
+        """Pure ``ε``-DP with ``ε = Δ / b`` (exact)."""
+        return PrivacyGuarantee(epsilon=self.sensitivity / self.scale, delta=0.0, rho=None)
+
+    # ---- noise law ----------------------------------------------------------------------------
+    def sample_noise(self, size, rng=None) -> np.ndarray:
+        """Draw Laplace(0, b) noise of shape ``size``.
+
+        ``rng=None`` draws from ``os.urandom``; a ``numpy.random.Generator`` gives reproducible
+        simulation draws.
+        """
+        if rng is None:
+            return _secure_laplace(self.scale, size)
+        return rng.laplace(0.0, self.scale, size=size)
+
+    def logpdf(self, x) -> np.ndarray:
+        """``log η(x) = -|x| / b - log(2b)``."""
+        x = np.asarray(x, dtype=np.float64)
+        return -np.abs(x) / self.scale - np.log(2.0 * self.scale)
+
+    def logpdf_pt(self, x):
+        """The log density as a float64 PyTensor graph."""
+        x = pt.as_tensor_variable(x)
+        b = pt.as_tensor_variable(np.float64(self.scale))
+        log2b = pt.as_tensor_variable(np.float64(math.log(2.0 * self.scale)))
+        return -pt.abs(x) / b - log2b
+
+    @property
+    def numba_logpdf(self):
+        """``f(x, params) = -|x| / params[0] - log(2 params[0])`` (numba njit)."""
+        return _laplace_logpdf
+
+    @property
+    def numba_params(self) -> np.ndarray:
+        """``[b]`` as float64."""
+        return np.array([self.scale], dtype=np.float64)
+
+    def noise_dist(self, **kwargs):
+        """``pm.Laplace.dist(0, b)`` with float64 constants."""
+        return pm.Laplace.dist(mu=np.float64(0.0), b=np.float64(self.scale), **kwargs)
