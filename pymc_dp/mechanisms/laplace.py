@@ -122,7 +122,7 @@ class Laplace(Mechanism):
     4.0
     >>> m.guarantee()
     PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
-    >>> float(m.logpdf(0.0)) == -np.log(8.0)
+    >>> bool(m.logpdf(0.0) == -np.log(8.0))
     True
     >>> Laplace(2.0).epsilon
     0.5
