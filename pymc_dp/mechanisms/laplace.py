@@ -139,10 +139,12 @@ class Laplace(Mechanism):
         else:
             eps = as_positive_finite("epsilon", epsilon)
             self.scale = self.sensitivity / eps
-        if not (math.isfinite(self.scale) and self.scale > 0.0):
-            # e.g. sensitivity / epsilon overflowing or underflowing
+        eps = self.sensitivity / self.scale
+        if not (math.isfinite(self.scale) and self.scale > 0.0 and math.isfinite(eps) and eps > 0):
+            # sensitivity / epsilon (or sensitivity / scale) overflowed or underflowed
             raise ValueError(
-                f"Laplace scale sensitivity/epsilon = {self.scale!r} is not finite and > 0"
+                f"Laplace parameters out of range: scale={self.scale!r}, "
+                f"sensitivity={self.sensitivity!r} give epsilon={eps!r}"
             )
 
     # ---- privacy accounting -----------------------------------------------------------------

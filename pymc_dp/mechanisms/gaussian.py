@@ -1,0 +1,217 @@
+"""The Gaussian mechanism, on floating-point numbers.
+
+``M(x) = x + Z`` with ``Z ~ N(0, σ²)``. All parameterizations reduce to ``σ``:
+
+* ``sigma`` given directly;
+* ``(epsilon, delta)``: the smallest ``σ`` with ``δ(ε; σ) <= δ`` for the exact (ε, δ) curve of
+  the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8 and Alg. 1), valid for every
+  ``ε > 0`` (the classic ``σ = Δ sqrt(2 ln(1.25/δ))/ε`` is only valid for ``ε < 1`` and is
+  looser); see :func:`pymc_dp.accounting.analytic_gaussian_sigma`;
+* ``rho``: ρ-zCDP with ``σ = Δ / sqrt(2ρ)`` (Bun & Steinke 2016, Prop. 1.6).
+
+Whatever the parameterization, the mechanism is ``ρ = Δ²/(2σ²)``-zCDP, and (ε, δ(ε))-DP for
+every ε ≥ 0 with δ(ε) from :meth:`Gaussian.delta_at`.
+
+.. warning::
+
+    Floating-point Gaussian noise is **not** a safe release mechanism: the doubles that
+    ``x + Z`` can produce depend on ``x``, so the low-order bits of a release leak the input
+    (Mironov 2012, "On significance of the least significant bits for differential privacy",
+    CCS). Use :class:`pymc_dp.DiscreteGaussian` (or :class:`pymc_dp.Geometric`) for real
+    releases; this class exists to *model* releases made with a Gaussian mechanism, and for
+    simulation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from scipy import special
+
+from pymc_dp._validation import as_positive_finite, as_unit_open, exactly_one
+from pymc_dp.accounting import (
+    analytic_gaussian_delta,
+    analytic_gaussian_epsilon,
+    analytic_gaussian_sigma,
+)
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.mechanisms.laplace import _secure_uniform
+
+__all__ = ["Gaussian"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@numba.njit(cache=True)
+def _gaussian_logpdf(x, params):  # pragma: no cover - compiled
+    # params = [sigma]; log φ_σ(x) = -x²/(2σ²) - log σ - ½ log 2π
+    s = params[0]
+    z = x / s
+    return -0.5 * z * z - math.log(s) - 0.9189385332046728
+
+
+class Gaussian(Mechanism):
+    """Gaussian mechanism ``M(x) = x + N(0, σ²)``; ``ρ = Δ²/(2σ²)``-zCDP, exact (ε, δ) curve.
+
+    .. warning::
+
+        Floating-point noise leaks through the least significant bits of the release
+        (Mironov 2012, "On significance of the least significant bits for differential
+        privacy"). For real releases use :class:`pymc_dp.DiscreteGaussian` or
+        :class:`pymc_dp.Geometric`; use this class to model Gaussian releases.
+
+    Parameters
+    ----------
+    sigma : float, optional
+        Noise standard deviation ``σ > 0`` (the core parameter).
+    epsilon, delta : float, optional
+        Calibrate ``σ`` by the analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8): the
+        smallest ``σ`` (rounded towards more noise) with ``δ(ε; σ) <= δ``. ``ε > 0`` (any size)
+        and ``δ`` in (0, 1); both must be given together.
+    rho : float, optional
+        zCDP parameter ``ρ > 0``: ``σ = Δ / sqrt(2ρ)`` (Bun & Steinke 2016).
+    sensitivity : float, default 1.0
+        L2 sensitivity ``Δ > 0``.
+
+    Exactly one parameterization: ``sigma``, ``(epsilon, delta)`` or ``rho``.
+
+    Notes
+    -----
+    :meth:`guarantee` returns ``PrivacyGuarantee(epsilon, delta, rho)`` for the
+    ``(epsilon, delta)`` parameterization and ``PrivacyGuarantee(inf, 0.0, rho)`` otherwise
+    (a Gaussian mechanism has no finite pure ε); use :meth:`delta_at` / :meth:`epsilon_at` for
+    points of its exact (ε, δ) curve. The release with ``rng=None`` draws 53-bit uniforms from
+    ``os.urandom`` (the OS CSPRNG) and maps them through the normal quantile function
+    (``scipy.special.ndtri``); with a ``numpy.random.Generator`` draws are reproducible and meant
+    for simulation only.
+
+    Examples
+    --------
+    >>> from pymc_dp.mechanisms.gaussian import Gaussian
+    >>> m = Gaussian(epsilon=1.0, delta=1e-5)
+    >>> round(m.sigma, 6)
+    3.730632
+    >>> m.delta_at(1.0) <= 1e-5
+    True
+    >>> Gaussian(rho=0.5, sensitivity=2.0).sigma
+    2.0
+    >>> Gaussian(2.0).guarantee()
+    PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
+    """
+
+    family = "gaussian"
+    integer = False
+
+    def __init__(self, sigma=None, *, epsilon=None, delta=None, rho=None, sensitivity=1.0):
+        self.sensitivity = as_positive_finite("sensitivity", sensitivity)
+        pair = None if (epsilon is None and delta is None) else (epsilon, delta)
+        which = exactly_one("Gaussian", sigma=sigma, epsilon_delta=pair, rho=rho)
+        self._epsilon = None
+        self._delta = None
+        if which == "sigma":
+            self.sigma = as_positive_finite("sigma", sigma)
+        elif which == "rho":
+            r = as_positive_finite("rho", rho)
+            self.sigma = self.sensitivity / math.sqrt(2.0 * r)
+        else:
+            if epsilon is None or delta is None:
+                raise ValueError(
+                    "Gaussian: epsilon and delta must be given together, "
+                    f"got epsilon={epsilon!r}, delta={delta!r}"
+                )
+            eps = as_positive_finite("epsilon", epsilon)
+            dlt = as_unit_open("delta", delta)
+            try:
+                self.sigma = analytic_gaussian_sigma(eps, dlt, self.sensitivity)
+            except (ValueError, OverflowError, RuntimeError) as err:
+                raise ValueError(
+                    f"Gaussian: cannot calibrate sigma for epsilon={epsilon!r}, "
+                    f"delta={delta!r}, sensitivity={sensitivity!r}: {err}"
+                ) from err
+            self._epsilon, self._delta = eps, dlt
+        rho_ = (self.sensitivity / self.sigma) ** 2 / 2.0
+        if not (
+            math.isfinite(self.sigma) and self.sigma > 0.0 and math.isfinite(rho_) and rho_ > 0.0
+        ):
+            raise ValueError(
+                f"Gaussian parameters out of range: sigma={self.sigma!r}, "
+                f"sensitivity={self.sensitivity!r} give rho={rho_!r}"
+            )
+        self._rho = rho_
+
+    # ---- privacy accounting -----------------------------------------------------------------
+    @property
+    def rho(self) -> float:
+        """zCDP parameter ``ρ = Δ²/(2σ²)`` (Bun & Steinke 2016, Prop. 1.6)."""
+        return self._rho
+
+    def guarantee(self) -> PrivacyGuarantee:
+        """``(ε, δ, ρ)`` for the (ε, δ) parameterization, else ``(inf, 0, ρ)``."""
+        if self._epsilon is not None:
+            return PrivacyGuarantee(epsilon=self._epsilon, delta=self._delta, rho=self._rho)
+        return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=self._rho)
+
+    def delta_at(self, epsilon) -> float:
+        """Exact ``δ(ε)`` for this σ (Balle & Wang 2018, Thm. 8).
+
+        See :func:`pymc_dp.accounting.analytic_gaussian_delta`.
+        """
+        return analytic_gaussian_delta(epsilon, self.sigma, self.sensitivity)
+
+    def epsilon_at(self, delta) -> float:
+        """Smallest ``ε`` with ``δ(ε) <= delta`` for this σ (root find, rounded up).
+
+        See :func:`pymc_dp.accounting.analytic_gaussian_epsilon`.
+        """
+        return analytic_gaussian_epsilon(delta, self.sigma, self.sensitivity)
+
+    # ---- noise law ----------------------------------------------------------------------------
+    def sample_noise(self, size, rng=None) -> np.ndarray:
+        """Draw N(0, σ²) noise of shape ``size``.
+
+        ``rng=None``: ``σ ndtri(u)`` with ``u`` a 53-bit uniform from ``os.urandom`` (largest
+        ``|Z|`` about ``8.3σ``; neglected tail mass about ``1e-16``). Otherwise
+        ``rng.normal``.
+        """
+        if rng is None:
+            return self.sigma * special.ndtri(_secure_uniform(size))
+        return rng.normal(0.0, self.sigma, size=size)
+
+    def logpdf(self, x) -> np.ndarray:
+        """``log φ_σ(x) = -x²/(2σ²) - log σ - ½ log 2π``."""
+        z = np.asarray(x, dtype=np.float64) / self.sigma
+        return -0.5 * z * z - math.log(self.sigma) - _HALF_LOG_2PI
+
+    def logpdf_pt(self, x):
+        """The log density as a float64 PyTensor graph."""
+        x = pt.as_tensor_variable(x)
+        s = pt.as_tensor_variable(np.float64(self.sigma))
+        c = pt.as_tensor_variable(np.float64(math.log(self.sigma) + _HALF_LOG_2PI))
+        z = x / s
+        return np.float64(-0.5) * z * z - c
+
+    @property
+    def numba_logpdf(self):
+        """``f(x, params) = -½ (x/σ)² - log σ - ½ log 2π`` with ``params = [σ]`` (numba njit)."""
+        return _gaussian_logpdf
+
+    @property
+    def numba_params(self) -> np.ndarray:
+        """``[σ]`` as float64."""
+        return np.array([self.sigma], dtype=np.float64)
+
+    def noise_dist(self, **kwargs):
+        """``pm.Normal.dist(0, σ)`` with float64 constants."""
+        return pm.Normal.dist(mu=np.float64(0.0), sigma=np.float64(self.sigma), **kwargs)
+
+    def __repr__(self) -> str:
+        g = self.guarantee()
+        if g.epsilon == math.inf:
+            return (
+                f"Gaussian(sigma={self.sigma:.6g}, rho={g.rho:.6g}, sensitivity={self.sensitivity})"
+            )
+        return super().__repr__()
