@@ -1,0 +1,111 @@
+r"""The discrete Laplace (two-sided geometric) distribution as a PyMC distribution.
+
+Examples
+--------
+>>> import numpy as np
+>>> import pymc as pm
+>>> from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
+>>> x = DiscreteLaplace.dist(alpha=np.float64(0.5))
+>>> round(float(pm.logp(x, 0).eval()), 12)  # log(1/3)
+-1.098612288668
+>>> pm.draw(DiscreteLaplace.dist(alpha=np.float64(0.5), size=3), random_seed=1).dtype
+dtype('int64')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters
+from pymc.distributions.distribution import Discrete
+from pymc.distributions.shape_utils import rv_size_is_none
+from pytensor.link.numba.dispatch.basic import numba_njit
+from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_dp.kernels.discrete_laplace import logcdf_pt, logpmf_pt
+
+__all__ = ["DiscreteLaplace", "DiscreteLaplaceRV", "discrete_laplace"]
+
+
+class DiscreteLaplaceRV(RandomVariable):
+    """Random variable op of the two-sided geometric law (difference of two geometric draws)."""
+
+    name = "discrete_laplace"
+    signature = "()->()"
+    dtype = "int64"
+    _print_name = ("DiscreteLaplace", "\\operatorname{DiscreteLaplace}")
+
+    @classmethod
+    def rng_fn(cls, rng, alpha, size):
+        # X = G1 - G2 with G_i iid geometric on {0, 1, ...}, P(G = g) = (1 - alpha) alpha^g:
+        # P(X = k) = (1-alpha)^2 alpha^|k| sum_j alpha^{2j} = (1-alpha)/(1+alpha) alpha^|k|.
+        p = 1.0 - np.asarray(alpha, dtype=np.float64)
+        return rng.geometric(p, size=size) - rng.geometric(p, size=size)
+
+
+discrete_laplace = DiscreteLaplaceRV()
+
+
+@numba_core_rv_funcify.register(DiscreteLaplaceRV)
+def _discrete_laplace_numba_core(op, node):
+    @numba_njit
+    def random(rng, alpha):
+        p = 1.0 - alpha
+        return rng.geometric(p) - rng.geometric(p)
+
+    return random
+
+
+class DiscreteLaplace(Discrete):
+    r"""Discrete Laplace (two-sided geometric) distribution on the integers.
+
+    .. math:: p(k \mid \alpha) = \frac{1 - \alpha}{1 + \alpha}\,\alpha^{|k|},
+              \qquad k \in \mathbb{Z},\ 0 < \alpha < 1
+
+    (Schein et al. 2019, eq. 6). This is the noise law of the geometric mechanism
+    (:class:`pymc_dp.mechanisms.geometric.Geometric`) with ``alpha = exp(-epsilon/sensitivity)``.
+    The log normaliser is evaluated as ``log(-expm1(log alpha)) - log1p(alpha)``, accurate for
+    alpha close to 0 and to 1 (see :mod:`pymc_dp.kernels.discrete_laplace`).
+
+    ========  ==========================================
+    Support   :math:`k \in \mathbb{Z}`
+    Mean      0
+    Variance  :math:`2\alpha / (1 - \alpha)^2`
+    ========  ==========================================
+
+    Parameters
+    ----------
+    alpha : tensor_like of float
+        Decay parameter, ``0 < alpha < 1``.
+
+    Notes
+    -----
+    Forward draws (``pm.draw``, predictive sampling) are the difference of two geometric draws
+    from the PyMC random generator: exact in law up to float rounding, meant for simulation.
+    For real releases use the mechanism's exact integer sampler.
+    """
+
+    rv_op = discrete_laplace
+
+    @classmethod
+    def dist(cls, alpha, **kwargs):
+        alpha = pt.as_tensor_variable(alpha)
+        return super().dist([alpha], **kwargs)
+
+    def support_point(rv, size, alpha):
+        mode = pt.zeros_like(alpha, dtype="int64")
+        if not rv_size_is_none(size):
+            mode = pt.full(size, mode)
+        return mode
+
+    def logp(value, alpha):
+        # keep the unused branch finite for alpha outside (0, 1): clip before the log
+        safe = pt.clip(alpha, np.float64(1e-300), np.float64(1.0 - 1e-16))
+        res = logpmf_pt(value, safe)
+        return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")
+
+    def logcdf(value, alpha):
+        safe = pt.clip(alpha, np.float64(1e-300), np.float64(1.0 - 1e-16))
+        res = logcdf_pt(value, safe)
+        return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")

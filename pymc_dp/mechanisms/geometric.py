@@ -1,0 +1,158 @@
+r"""The two-sided geometric (discrete Laplace) mechanism.
+
+``M(x) = x + Y`` for integer ``x``, with :math:`P(Y = k) = \frac{1-\alpha}{1+\alpha}\alpha^{|k|}`
+(Ghosh et al. 2012; Schein et al. 2019, eq. 6).
+
+Privacy accounting (kept apart from the draw). For integer inputs at L1 distance at most
+:math:`\Delta`, the pmf ratio is :math:`\alpha^{|k - x|}/\alpha^{|k - x'|} \le \alpha^{-\Delta}`,
+so the mechanism is :math:`\epsilon`-DP with :math:`\epsilon = \Delta\ln(1/\alpha)`, tight at
+the events :math:`\{Y \le x\}` (and their mirror images). Schein et al. (2019, Theorem 1): for any
+precision :math:`N` it is :math:`(N, N\ln(1/\alpha))`-limited-precision locally private
+(:meth:`Geometric.limited_precision`).
+
+Exact sampling and rationals. The noise is drawn exactly in integer arithmetic
+(:mod:`pymc_dp.kernels.exact_sampling`, CKS 2020 Algorithm 2), which needs
+:math:`\ln(1/\alpha) = s/t` rational. The mechanism therefore samples
+:math:`\alpha^* = e^{-s/t}` where ``s/t`` is the best rational approximation *from below* (less
+privacy loss, more noise) of the requested rate with ``s, t <= 2**61``:
+
+* ``epsilon`` given: the rate is ``Fraction(epsilon) / sensitivity`` (the float's exact binary
+  value); it is used exactly whenever its numerator and denominator fit, which covers every
+  epsilon that is a short binary fraction (0.5, 1.0, 1.25 ...); otherwise the best lower rational
+  differs by far less than 1e-12 relative.
+* ``alpha`` given: ``ln(1/alpha)`` is irrational; the rate is the best lower rational of the float
+  ``-log(alpha)`` lowered by 2 ulps (so it is below the true value whatever the rounding of
+  ``log``). The sampled ``alpha*`` is at most a few ulps above ``alpha``.
+
+Everything reported (``guarantee()``, ``alpha``, ``log_alpha``, the log pmf and ``noise_dist``)
+describes the law actually sampled, i.e. the rational rate ``s/t``; :attr:`Geometric.rate` gives
+it exactly. Rates below ``2**-61`` (epsilon/sensitivity < 4.3e-19) cannot be represented and
+raise ``ValueError``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from pymc_dp.mechanisms.geometric import Geometric
+>>> m = Geometric(epsilon=1.0)
+>>> m.guarantee()
+PrivacyGuarantee(epsilon=1.0, delta=0.0, rho=None)
+>>> m.rate, round(m.alpha, 12)
+(Fraction(1, 1), 0.367879441171)
+>>> m.release([3, 10], rng=np.random.default_rng(0)).dtype
+dtype('int64')
+>>> Geometric(epsilon=2.0, sensitivity=4).limited_precision(3)
+(3, 1.5)
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from pymc_dp._validation import (
+    as_positive_finite,
+    as_positive_int,
+    as_unit_open,
+    exactly_one,
+)
+from pymc_dp.kernels import discrete_laplace as _dl
+from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational, sample_discrete_laplace
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+
+__all__ = ["Geometric"]
+
+
+class Geometric(Mechanism):
+    r"""Two-sided geometric mechanism, ``alpha = exp(-epsilon / sensitivity)``.
+
+    Parameters
+    ----------
+    alpha : float, optional
+        Noise parameter in ``(0, 1)``; give exactly one of ``alpha`` and ``epsilon``.
+    epsilon : float, optional
+        Privacy parameter, finite and > 0.
+    sensitivity : int, default 1
+        L1 sensitivity of the released integer statistic. A positive Python/numpy integer;
+        integral floats such as ``1.0`` are refused with ``TypeError`` (the mechanism is defined
+        on the integers, and silent float coercion hides unit mistakes).
+
+    Attributes
+    ----------
+    rate : fractions.Fraction
+        The exact rational ``s/t = ln(1/alpha*)`` of the law sampled (see the module docstring).
+    alpha, log_alpha : float
+        ``exp(-rate)`` and ``-rate`` as floats.
+    """
+
+    family = "geometric"
+    integer = True
+
+    def __init__(self, alpha=None, *, epsilon=None, sensitivity=1):
+        which = exactly_one("Geometric", alpha=alpha, epsilon=epsilon)
+        self.sensitivity = as_positive_int("sensitivity", sensitivity)
+        if which == "alpha":
+            a = as_unit_open("alpha", alpha)
+            rate = -math.log1p(a - 1.0) if a > 0.5 else -math.log(a)
+            # 2 ulps down: below ln(1/alpha) whatever the rounding of log
+            rate = math.nextafter(math.nextafter(rate, 0.0), 0.0)
+            if not rate > 0.0:
+                raise ValueError(f"alpha={alpha!r} is too close to 1 to be sampled exactly")
+            exact = Fraction(rate)
+        else:
+            eps = as_positive_finite("epsilon", epsilon)
+            exact = Fraction(eps) / self.sensitivity
+        try:
+            self._rate = best_rational(exact, MAX_INT, "below")
+        except ValueError:
+            raise ValueError(
+                f"{which}={alpha if which == 'alpha' else epsilon!r} gives a rate "
+                f"ln(1/alpha) = {float(exact)!r} below 2**-61, which cannot be sampled exactly"
+            ) from None
+        self.log_alpha = -float(self._rate)
+        self.alpha = math.exp(self.log_alpha)
+
+    # ---- accounting ---------------------------------------------------------------------------
+    @property
+    def rate(self) -> Fraction:
+        """Exact ``ln(1/alpha)`` of the sampled law, ``s/t``."""
+        return self._rate
+
+    def guarantee(self) -> PrivacyGuarantee:
+        """Pure ``epsilon = sensitivity * ln(1/alpha)``-DP (exact rational, as float)."""
+        return PrivacyGuarantee(epsilon=float(self.sensitivity * self._rate), delta=0.0)
+
+    def limited_precision(self, N) -> tuple[int, float]:
+        """``(N, N ln(1/alpha))``-limited-precision local privacy (Schein et al. 2019, Thm 1)."""
+        N = as_positive_int("N", N)
+        return N, float(N * self._rate)
+
+    # ---- noise law ----------------------------------------------------------------------------
+    def sample_noise(self, size, rng=None) -> np.ndarray:
+        """Exact integer noise draws (CKS 2020 Algorithm 2); ``rng=None`` is the secure source."""
+        return sample_discrete_laplace(self._rate.numerator, self._rate.denominator, size, rng=rng)
+
+    def logpdf(self, x) -> np.ndarray:
+        """Log pmf of the noise at ``x`` (``-inf`` off the integers)."""
+        return _dl.logpmf(x, self.log_alpha)
+
+    def logpdf_pt(self, x):
+        """Log pmf of the noise as a PyTensor graph (float64)."""
+        return _dl.logpmf_pt(x, log_alpha=np.float64(self.log_alpha))
+
+    @property
+    def numba_logpdf(self):
+        """``f(x, params)`` with ``params = [log_alpha]``."""
+        return _dl.numba_logpmf
+
+    @property
+    def numba_params(self) -> np.ndarray:
+        """``np.array([log_alpha])``."""
+        return np.array([self.log_alpha], dtype=np.float64)
+
+    def noise_dist(self, **kwargs):
+        """``DiscreteLaplace.dist(alpha, **kwargs)``."""
+        from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
+
+        return DiscreteLaplace.dist(np.float64(self.alpha), **kwargs)
