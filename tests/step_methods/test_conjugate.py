@@ -1,0 +1,270 @@
+"""Tests of the conjugate Gibbs steps (pymc_dp.step_methods.conjugate, pymc_dp.kernels.conjugate).
+
+Statistical assertions: KS tests of independent exact draws against the exact posterior marginal
+(scipy), false-alarm rate 1e-6 per assertion; each family has a negative control (the posterior
+with a wrong hyperparameter) asserted to be rejected at the same level.
+"""
+
+from __future__ import annotations
+
+import cloudpickle
+import numpy as np
+import pymc as pm
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+from pymc.step_methods import NUTS, STEP_METHODS
+from pymc.step_methods.compound import Competence
+from scipy import stats
+
+from pymc_dp.kernels.conjugate import (
+    beta_binomial_posterior,
+    dirichlet_categorical_posterior,
+    draw_dirichlet,
+    gamma_poisson_posterior,
+    normal_normal_posterior,
+    sum_to_shape,
+)
+from pymc_dp.step_methods.conjugate import (
+    _FORWARD,
+    CONJUGATE_STEPS,
+    ConjugateGibbs,
+    conjugate_family,
+)
+
+ALPHA = 1e-6  # false-alarm rate per statistical assertion
+NDRAWS = 6000
+
+
+def run_step(step, point, n=NDRAWS):
+    """n successive step() calls from ``point``; returns the list of points."""
+    out = []
+    for _ in range(n):
+        point, _ = step.step(point)
+        out.append(point)
+    return out
+
+
+def back(model, rv, values):
+    """Map transformed draws back to the parameter scale with PyMC's own backward transform."""
+    tr = model.rvs_to_transforms[rv]
+    values = np.asarray(values)
+    if tr is None:
+        return values
+    return tr.backward(values, *rv.owner.inputs).eval()
+
+
+def assert_fits(draws, dist, neg_dist):
+    """KS: draws fit ``dist`` (p > ALPHA) and reject ``neg_dist`` (p < ALPHA)."""
+    p_ok = stats.kstest(draws, dist.cdf).pvalue
+    p_neg = stats.kstest(draws, neg_dist.cdf).pvalue
+    assert p_ok > ALPHA, p_ok
+    assert p_neg < ALPHA, p_neg
+
+
+# ---- pure kernels -----------------------------------------------------------------------------
+def test_kernels_closed_forms():
+    assert beta_binomial_posterior(2.0, 3.0, 4, 10) == (6.0, 9.0)
+    assert gamma_poisson_posterior(2.0, 0.5, 7, 3) == (9.0, 3.5)
+    np.testing.assert_array_equal(dirichlet_categorical_posterior([1, 2], [3, 4]), [4.0, 6.0])
+    # normal-normal against brute-force numeric integration of the posterior density
+    x = np.array([0.3, 1.2, -0.4])
+    sig = np.array([0.5, 1.0, 2.0])
+    mean, sd = normal_normal_posterior(1.0, 2.0, np.sum(x / sig**2), np.sum(1 / sig**2))
+    grid = np.linspace(-6, 6, 200001)
+    logd = stats.norm.logpdf(grid, 1.0, 2.0) + stats.norm.logpdf(
+        x[:, None], grid, sig[:, None]
+    ).sum(0)
+    w = np.exp(logd - logd.max())
+    w /= w.sum()
+    m_num = np.sum(w * grid)
+    assert abs(mean - m_num) < 1e-8
+    assert abs(sd - np.sqrt(np.sum(w * (grid - m_num) ** 2))) < 1e-8
+
+
+def test_sum_to_shape():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(sum_to_shape(a, (3, 1)), a.sum(0).sum(1, keepdims=True))
+    np.testing.assert_array_equal(sum_to_shape(a, (1, 1, 4)), a.sum((0, 1), keepdims=True))
+    with pytest.raises(ValueError, match="cannot sum"):
+        sum_to_shape(a, (2, 4))
+
+
+def test_draw_dirichlet_tiny_alpha_stays_on_simplex(rng):
+    th = draw_dirichlet(rng, np.full((50, 3), 1e-3))
+    assert np.all(th > 0)
+    np.testing.assert_allclose(th.sum(-1), 1.0, rtol=1e-14)
+    assert np.all(np.isfinite(_FORWARD[type(pm.distributions.transforms.simplex)](th)))
+
+
+def test_numpy_forward_transforms_match_pymc(rng):
+    tr = pm.distributions.transforms
+    p = rng.uniform(size=5)
+    th = rng.dirichlet(np.ones(4), size=3)
+    for t, v in [(tr.logodds, p), (tr.log, p * 7), (tr.simplex, th)]:
+        np.testing.assert_allclose(_FORWARD[type(t)](v), t.forward(v).eval(), rtol=1e-13)
+
+
+# ---- each family, step alone, observed children ------------------------------------------------
+def test_beta_bernoulli_binomial(rng):
+    xb = rng.binomial(1, 0.3, size=40)
+    nb = np.array([5, 7, 9])
+    xn = rng.binomial(nb, 0.3)
+    with pm.Model() as m:
+        p = pm.Beta("p", 2.0, 3.0)
+        pm.Bernoulli("xb", p=p, observed=xb)
+        pm.Binomial("xn", n=nb, p=p, observed=xn)
+    step = ConjugateGibbs([p], model=m, rng=rng)
+    assert step.families == {"p_logodds__": "beta"}
+    draws = back(m, p, [pt["p_logodds__"] for pt in run_step(step, m.initial_point())])
+    s, t = xb.sum() + xn.sum(), xb.size + nb.sum()
+    assert_fits(draws, stats.beta(2 + s, 3 + t - s), stats.beta(3 + s, 3 + t - s))
+
+
+def test_beta_vector_indexed_by_class(rng):
+    g = rng.integers(0, 3, size=200)
+    x = rng.binomial(1, np.array([0.2, 0.5, 0.8])[g])
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0, shape=3)
+        pm.Bernoulli("x", p=p[g], observed=x)
+    step = ConjugateGibbs([p], model=m, rng=rng)
+    draws = back(m, p, [pt["p_logodds__"] for pt in run_step(step, m.initial_point())])
+    for k in range(3):
+        s, t = x[g == k].sum(), (g == k).sum()
+        assert_fits(draws[:, k], stats.beta(1 + s, 1 + t - s), stats.beta(3 + s, 1 + t - s))
+
+
+def test_gamma_poisson(rng):
+    y = rng.poisson(3.0, size=(20, 2))
+    with pm.Model() as m:
+        lam = pm.Gamma("lam", alpha=2.0, beta=0.5)  # rate parameterization
+        pm.Poisson("y", mu=lam, observed=y)
+    step = ConjugateGibbs([lam], model=m, rng=rng)
+    draws = back(m, lam, [pt["lam_log__"] for pt in run_step(step, m.initial_point())])
+    a, b = 2.0 + y.sum(), 0.5 + y.size
+    wrong_b = 1.5 + y.size  # negative control: prior rate 1.5 in place of 0.5
+    assert_fits(draws, stats.gamma(a, scale=1 / b), stats.gamma(a, scale=1 / wrong_b))
+
+
+def test_dirichlet_categorical_indexed(rng):
+    y = rng.integers(0, 2, size=150)
+    x = rng.integers(0, 3, size=150)
+    alpha = np.array([2.0, 1.0, 3.0])
+    with pm.Model() as m:
+        th = pm.Dirichlet("th", a=np.tile(alpha, (2, 1)))
+        pm.Categorical("x", p=th[y], observed=x)
+        d = pm.Dirichlet("d", a=alpha)
+        pm.Categorical("z", p=d, observed=x)
+    step = ConjugateGibbs([th, d], model=m, rng=rng)
+    pts = run_step(step, m.initial_point())
+    th_draws = back(m, th, [pt["th_simplex__"] for pt in pts])
+    d_draws = back(m, d, [pt["d_simplex__"] for pt in pts])
+    post_d = alpha + np.bincount(x, minlength=3)
+    for j in range(3):
+        a0 = post_d.sum()
+        assert_fits(
+            d_draws[:, j],
+            stats.beta(post_d[j], a0 - post_d[j]),
+            stats.beta(post_d[j] + 1, a0 - post_d[j]),
+        )
+    for k in range(2):
+        post = alpha + np.bincount(x[y == k], minlength=3)
+        j = 1
+        assert_fits(
+            th_draws[:, k, j],
+            stats.beta(post[j], post.sum() - post[j]),
+            stats.beta(post[j] + 1, post.sum() - post[j]),
+        )
+
+
+def test_normal_known_sigma_from_other_variable(rng):
+    x = rng.normal(1.5, 0.7, size=25)
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 1.0, 2.0)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("x", mu=mu, sigma=s, observed=x)
+    step = ConjugateGibbs([mu], model=m, rng=rng)
+    point = m.initial_point()
+    point["s_log__"] = np.log(0.7)  # the step must use the current value of s
+    draws = np.array([pt["mu"] for pt in run_step(step, point)])
+    mean, sd = normal_normal_posterior(1.0, 2.0, x.sum() / 0.49, x.size / 0.49)
+    wmean, wsd = normal_normal_posterior(1.0, 2.0, x.sum(), x.size)  # sigma=1: ignores s
+    assert_fits(draws, stats.norm(mean, sd), stats.norm(wmean, wsd))
+
+
+# ---- step mechanics ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bern_model():
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        pm.Bernoulli("x", p=p, observed=np.array([1, 0, 0, 1, 1]))
+    return m
+
+
+def test_no_mutation_reproducible_and_pickles(bern_model):
+    step = ConjugateGibbs([bern_model["p"]], model=bern_model, rng=3)
+    point = bern_model.initial_point()
+    frozen = {k: v.copy() for k, v in point.items()}
+    new, stats_ = step.step(point)
+    assert stats_ == [{}]
+    assert all(np.array_equal(point[k], frozen[k]) for k in point)
+    assert new["p_logodds__"] is not point["p_logodds__"]
+    # PyMC pickles steps with cloudpickle (spawn / forkserver); the model goes along with them
+    clone = cloudpickle.loads(cloudpickle.dumps(step))
+    step.setup_chain(np.random.default_rng(7), 0, 1)
+    clone.setup_chain(np.random.default_rng(7), 0, 1)
+    a = [pt["p_logodds__"] for pt in run_step(step, point, 3)]
+    b = [pt["p_logodds__"] for pt in run_step(clone, point, 3)]
+    np.testing.assert_array_equal(a, b)
+    assert len(set(np.ravel(a))) == 3
+
+
+def test_pm_sample_explicit_same_seed_same_draws(bern_model):
+    with bern_model:
+        kw = dict(draws=200, tune=0, chains=2, cores=1, progressbar=False, random_seed=11)
+        a = pm.sample(step=ConjugateGibbs([bern_model["p"]]), **kw)
+        b = pm.sample(step=ConjugateGibbs([bern_model["p"]]), **kw)
+    pa = a.posterior["p"].values
+    np.testing.assert_array_equal(pa, b.posterior["p"].values)
+    assert not np.array_equal(pa[0], pa[1])  # chains get different generators
+    assert np.all((pa > 0) & (pa < 1))
+
+
+def test_explicit_refuses_non_conjugate():
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        pm.Bernoulli("x", p=p**2, observed=np.array([1, 0]))
+        lam = pm.Gamma("lam", 1.0, 1.0)
+        pm.Exponential("e", lam=lam, observed=np.array([1.0]))  # scale = 1/lam: not claimed
+        q = pm.Beta("q", 1.0, 1.0)
+        pm.Bernoulli("w", p=q, observed=np.array([1]))
+        pm.Potential("pot", pm.math.log(q))
+    for rv, msg in [(p, "conjugate parameter"), (lam, "not conjugate"), (q, "Potential")]:
+        with pytest.raises(ValueError, match=msg):
+            ConjugateGibbs([rv], model=m)
+        assert conjugate_family(rv, m) is None
+
+
+# ---- automatic assignment ----------------------------------------------------------------------
+@pytest.fixture
+def registered():
+    STEP_METHODS[:0] = list(CONJUGATE_STEPS)
+    try:
+        yield
+    finally:
+        for cls in CONJUGATE_STEPS:
+            STEP_METHODS.remove(cls)
+
+
+def test_ordinary_models_keep_nuts(registered):
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=5)  # latent children, but no pymc_dp node
+        pm.Normal("y", mu=x, sigma=1.0, observed=np.zeros(5))
+        lam = pm.Gamma("lam", 2.0, 1.0)
+        pm.Poisson("c", mu=lam, observed=np.array([1, 2]))
+    assert conjugate_family(p, m) == "beta"
+    with m:
+        assert ConjugateGibbs.competence(p, True) == Competence.INCOMPATIBLE
+        _, selected = assign_step_methods(m)
+    assert {v.name for v in selected[NUTS]} == {"p_logodds__", "lam_log__"}
+    assert ConjugateGibbs not in selected
