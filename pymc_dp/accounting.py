@@ -351,7 +351,8 @@ def zcdp_to_approx_dp(rho, delta, *, method: str = "bs16") -> float:
 
     We minimise over α: ``ε'(α) = ρ - (ln(1/δ) - ln α)/(α-1)²`` has one zero in
     ``(1, 1 + sqrt(ln(1/δ)/ρ)]``, found by Brent's method; every α gives a valid bound, so an
-    inexact minimiser only costs tightness. The result is the smaller of the CKS and BS bounds.
+    inexact minimiser only costs tightness. The result is the smaller of the CKS and BS bounds,
+    floored at 0 (for large δ and tiny ρ the CKS expression can be negative).
 
     For a single Gaussian mechanism, :func:`analytic_gaussian_epsilon` is exact and tighter.
 
@@ -392,4 +393,5 @@ def zcdp_to_approx_dp(rho, delta, *, method: str = "bs16") -> float:
     if deriv(lo) >= 0.0:  # pragma: no cover - only for astronomically large rho
         return bs
     alpha = optimize.brentq(deriv, lo, hi, xtol=1e-15, maxiter=500)
-    return min(bs, eps_of(alpha))
+    # a negative bound (large δ, tiny ρ) means (0, δ)-DP already holds
+    return max(0.0, min(bs, eps_of(alpha)))
