@@ -1,0 +1,269 @@
+r"""The discrete Gaussian mechanism (Canonne, Kamath & Steinke 2020).
+
+``M(x) = x + Y`` for integer ``x``, with :math:`Y \sim \mathcal{N}_{\mathbb{Z}}(0, \sigma^2)`,
+:math:`P(Y = k) \propto e^{-k^2/(2\sigma^2)}`.
+
+Privacy accounting (kept apart from the draw):
+
+* zCDP: :math:`\rho = \Delta^2/(2\sigma^2)` (CKS 2020, Theorem 4), for integer sensitivity
+  :math:`\Delta`; calibration from ``rho`` is the closed form :math:`\sigma^2 = \Delta^2/(2\rho)`,
+  evaluated as an exact rational.
+* (epsilon, delta): the exact curve of CKS 2020, Theorem 7,
+  :math:`\delta(\epsilon) = P[Y > \epsilon\sigma^2/\Delta - \Delta/2] - e^\epsilon
+  P[Y > \epsilon\sigma^2/\Delta + \Delta/2]`, summed stably over the integers
+  (:func:`pymc_dp.kernels.discrete_gaussian.delta_exact`). Calibration from ``(epsilon, delta)``
+  finds the smallest sigma with :math:`\delta(\epsilon;\sigma) \le 0.999999999\,\delta` by
+  bisection on :math:`\log\sigma` to a relative tolerance of 1e-12, returning the upper end of
+  the bracket (the margin 1e-9 covers the float error of the sum), then checks the requested
+  guarantee at the sampled sigma and raises sigma further if it were ever violated.
+
+Exact sampling and rationals. The noise is drawn exactly in integer arithmetic
+(:mod:`pymc_dp.kernels.exact_sampling`, CKS 2020 Algorithm 3), which needs
+:math:`\sigma^2` rational. The mechanism samples :math:`\sigma_*^2 = t m / d \ge \sigma^2`, the
+best rational from above that keeps the sampler inside int64
+(:func:`~pymc_dp.kernels.exact_sampling.gaussian_rational`): more noise, never less. Exact binary
+values with small denominators (``sigma=2.0``, ``rho=0.125``, ``0.5`` ...) are kept exactly;
+otherwise the relative excess of :math:`\sigma_*^2` is at most about 1e-8 (typically far
+smaller). Every reported quantity (``sigma``, ``sigma2``, ``rho``, the ``delta`` of
+``guarantee()``, ``delta_at``, ``epsilon_at``, the log pmf and ``noise_dist``) describes the law
+actually sampled, :math:`\sigma_*`. Sigma above ``1e7`` is refused (``ValueError``): the int64
+sampler cannot represent it.
+
+Examples
+--------
+>>> import numpy as np
+>>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+>>> m = DiscreteGaussian(2.0)
+>>> m.guarantee()
+PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
+>>> DiscreteGaussian(rho=0.5, sensitivity=2).sigma2
+Fraction(4, 1)
+>>> m2 = DiscreteGaussian(epsilon=1.0, delta=1e-6)
+>>> g = m2.guarantee()
+>>> g.epsilon, bool(0.999e-6 < g.delta <= 1e-6)
+(1.0, True)
+>>> m2.release([3, 10], rng=np.random.default_rng(0)).dtype
+dtype('int64')
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+
+import numpy as np
+
+from pymc_dp._validation import (
+    as_positive_finite,
+    as_positive_int,
+    as_unit_open,
+    exactly_one,
+)
+from pymc_dp.kernels import discrete_gaussian as _dg
+from pymc_dp.kernels.exact_sampling import gaussian_rational, sample_discrete_gaussian
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+
+__all__ = ["DiscreteGaussian"]
+
+#: largest sigma the exact int64 sampler supports
+SIGMA_MAX = 1e7
+#: relative tolerance of the sigma and epsilon root finds
+RTOL = 1e-12
+#: calibration aims at delta * (1 - _MARGIN) to absorb the float error of delta_exact
+_MARGIN = 1e-9
+
+
+def _calibrate_sigma(eps: float, delta: float, sens: int) -> float:
+    """Smallest sigma (rounded up, relative tolerance RTOL) with delta(eps; sigma) <= target."""
+    target = delta * (1.0 - _MARGIN)
+
+    def ok(s: float) -> bool:
+        return _dg.delta_exact(eps, s, sens) <= target
+
+    hi = sens * math.sqrt(2.0 * math.log(1.25 / delta)) / eps  # classical bound as a start
+    hi = max(hi, 1e-3)
+    while not ok(hi):
+        hi *= 2.0
+        if hi > SIGMA_MAX:
+            raise ValueError(
+                f"epsilon={eps!r}, delta={delta!r}, sensitivity={sens} need sigma > {SIGMA_MAX:g}"
+            )
+    lo = hi / 2.0
+    while ok(lo):
+        hi = lo
+        lo /= 2.0
+        if lo < 1e-6:
+            return hi
+    while hi / lo - 1.0 > RTOL:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _as_epsilon_arg(epsilon) -> float:
+    if isinstance(epsilon, bool | np.bool_) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a real number, got {epsilon!r}")
+    e = float(epsilon)
+    if not e >= 0.0:  # NaN fails
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    return e
+
+
+class DiscreteGaussian(Mechanism):
+    r"""Discrete Gaussian mechanism; give ``sigma``, ``(epsilon, delta)`` or ``rho``.
+
+    Parameters
+    ----------
+    sigma : float, optional
+        Scale of the discrete Gaussian, finite and > 0 (at most 1e7).
+    epsilon, delta : float, optional
+        Target (epsilon, delta)-DP, given together; ``epsilon > 0`` finite, ``0 < delta < 1``.
+    rho : float, optional
+        Target rho-zCDP, finite and > 0.
+    sensitivity : int, default 1
+        L2 (= L1 in one dimension) sensitivity: a positive integer. Integral floats such as
+        ``1.0`` are refused with ``TypeError`` (the guarantees of CKS 2020 assume integer
+        sensitivity).
+
+    Attributes
+    ----------
+    sigma2 : fractions.Fraction
+        The exact variance parameter of the sampled law (``>=`` the requested one).
+    sigma : float
+        ``sqrt(sigma2)`` as a float.
+    """
+
+    family = "discrete_gaussian"
+    integer = True
+
+    def __init__(self, sigma=None, *, epsilon=None, delta=None, rho=None, sensitivity=1):
+        self.sensitivity = as_positive_int("sensitivity", sensitivity)
+        pair = None if (epsilon is None and delta is None) else (epsilon, delta)
+        which = exactly_one("DiscreteGaussian", sigma=sigma, epsilon_delta=pair, rho=rho)
+        self._epsilon = None
+        sens = self.sensitivity
+        if which == "sigma":
+            s = as_positive_finite("sigma", sigma)
+            if not s <= SIGMA_MAX:
+                raise ValueError(f"sigma must be at most {SIGMA_MAX:g}, got {sigma!r}")
+            req = Fraction(s) ** 2
+        elif which == "rho":
+            r = as_positive_finite("rho", rho)
+            req = Fraction(sens * sens) / (2 * Fraction(r))
+            if not req <= Fraction(SIGMA_MAX) ** 2:
+                raise ValueError(
+                    f"rho={rho!r} with sensitivity={sens} needs sigma above {SIGMA_MAX:g}"
+                )
+        else:
+            if epsilon is None or delta is None:
+                raise ValueError(
+                    "DiscreteGaussian: epsilon and delta must be given together, "
+                    f"got epsilon={epsilon!r}, delta={delta!r}"
+                )
+            eps = as_positive_finite("epsilon", epsilon)
+            dlt = as_unit_open("delta", delta)
+            req = Fraction(_calibrate_sigma(eps, dlt, sens)) ** 2
+        self._set_sigma2(req)
+        if which == "epsilon_delta":
+            # the sampled sigma is >= the calibrated one; make sure the guarantee holds there
+            while not _dg.delta_exact(eps, self.sigma, sens) <= dlt:  # pragma: no cover
+                self._set_sigma2(self._sigma2 * Fraction(1 + 2**-30))
+            self._epsilon = eps
+            self._delta = _dg.delta_exact(eps, self.sigma, sens)
+
+    def _set_sigma2(self, req: Fraction) -> None:
+        t, m, d, ymax = gaussian_rational(req)
+        self._params = (t, m, d, ymax)
+        self._sigma2 = Fraction(t * m, d)
+        self.sigma = math.sqrt(float(self._sigma2))
+        self._rho = float(Fraction(self.sensitivity**2) / (2 * self._sigma2))
+
+    # ---- privacy accounting -------------------------------------------------------------------
+    @property
+    def sigma2(self) -> Fraction:
+        """Exact ``sigma**2`` of the sampled law."""
+        return self._sigma2
+
+    @property
+    def rho(self) -> float:
+        """``rho = sensitivity**2 / (2 sigma**2)`` (CKS 2020, Theorem 4)."""
+        return self._rho
+
+    def guarantee(self) -> PrivacyGuarantee:
+        """``(epsilon, delta(epsilon), rho)`` for the (epsilon, delta) parameterization, else
+        ``(inf, 0, rho)``; ``delta`` is the exact curve at the sampled sigma (``<=`` the target).
+        """
+        if self._epsilon is not None:
+            return PrivacyGuarantee(epsilon=self._epsilon, delta=self._delta, rho=self._rho)
+        return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=self._rho)
+
+    def delta_at(self, epsilon) -> float:
+        """Exact ``delta(epsilon)`` (CKS 2020, Theorem 7) for ``epsilon >= 0``."""
+        e = _as_epsilon_arg(epsilon)
+        if e == math.inf:
+            return 0.0
+        return _dg.delta_exact(e, self.sigma, self.sensitivity)
+
+    def epsilon_at(self, delta) -> float:
+        """Smallest ``epsilon`` with ``delta(epsilon) <= delta``, rounded up (rtol 1e-12)."""
+        dlt = as_unit_open("delta", delta)
+        sens = self.sensitivity
+
+        def ok(e):
+            return _dg.delta_exact(e, self.sigma, sens) <= dlt
+
+        if ok(0.0):
+            return 0.0
+        hi = 1.0
+        while not ok(hi):
+            hi *= 2.0
+        lo = hi / 2.0 if hi > 1.0 else 0.0
+        while hi - lo > RTOL * hi:
+            mid = 0.5 * (lo + hi)
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    # ---- noise law ----------------------------------------------------------------------------
+    def sample_noise(self, size, rng=None) -> np.ndarray:
+        """Exact integer noise draws (CKS 2020 Algorithm 3); ``rng=None`` is the secure source."""
+        return sample_discrete_gaussian(*self._params, size, rng=rng)
+
+    def logpdf(self, x) -> np.ndarray:
+        """Log pmf of the noise at ``x`` (``-inf`` off the integers)."""
+        return _dg.logpmf(x, self.sigma)
+
+    def logpdf_pt(self, x):
+        """Log pmf of the noise as a float64 PyTensor graph."""
+        return _dg.logpmf_pt(x, np.float64(self.sigma))
+
+    @property
+    def numba_logpdf(self):
+        """``f(x, params)`` with ``params = [sigma]``."""
+        return _dg.numba_logpmf
+
+    @property
+    def numba_params(self) -> np.ndarray:
+        """``np.array([sigma])``."""
+        return np.array([self.sigma], dtype=np.float64)
+
+    def noise_dist(self, **kwargs):
+        """``DiscreteNormal.dist(sigma, **kwargs)``."""
+        from pymc_dp.distributions.discrete_normal import DiscreteNormal
+
+        return DiscreteNormal.dist(np.float64(self.sigma), **kwargs)
+
+    def __repr__(self) -> str:
+        g = self.guarantee()
+        if g.epsilon == math.inf:
+            return (
+                f"DiscreteGaussian(sigma={self.sigma:.6g}, rho={g.rho:.6g}, "
+                f"sensitivity={self.sensitivity})"
+            )
+        return super().__repr__()
