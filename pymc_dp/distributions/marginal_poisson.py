@@ -1,0 +1,347 @@
+r"""Poisson counts observed through two-sided exponential noise, integrated out exactly.
+
+Both the two-sided geometric (discrete Laplace) mechanism and the Laplace mechanism have a noise
+law of the form ``eta(t) = c * exp(-a |t|)``:
+
+* geometric, ``alpha = exp(-a)``: ``c = (1 - alpha) / (1 + alpha) = tanh(a / 2)``, ``t`` integer;
+* Laplace with scale ``b``: ``a = 1 / b`` and ``c = 1 / (2 b)``, ``t`` real.
+
+Derivation of the closed form
+-----------------------------
+Let ``Y ~ Poisson(mu)`` and ``z = Y + noise``. Write ``n = floor(z)``, ``m = max(n + 1, 0)``,
+``lambda1 = mu e^{a}`` and ``lambda2 = mu e^{-a}``. Splitting the sum at ``y <= n`` and
+``y >= m``,
+
+.. math::
+
+    p(z) = c \sum_{y=0}^{n} \frac{e^{-\mu}\mu^y}{y!} e^{-a(z-y)}
+         + c \sum_{y\ge m} \frac{e^{-\mu}\mu^y}{y!} e^{-a(y-z)}
+         = c\,e^{-\mu + \lambda_1 - a z}\, Q(n+1, \lambda_1)
+         + c\,e^{-\mu + \lambda_2 + a z}\, P(m, \lambda_2),
+
+because :math:`\sum_{y=0}^{n} e^{-\lambda}\lambda^y/y! = Q(n+1, \lambda)` and
+:math:`\sum_{y\ge m} e^{-\lambda}\lambda^y/y! = P(m, \lambda)` (regularized upper and lower
+incomplete gamma functions; ``P(0, .) = 1``). The first sum is absent when ``n < 0``.
+
+Computing this naively fails: ``Q`` and ``P`` underflow in their tails while ``mu``, ``lambda``
+and ``a z`` are huge and cancel. Each sum is therefore evaluated in one of two exact forms,
+chosen so that the series used converges geometrically and nothing cancels:
+
+* *boundary form* (the sum is a tail of the Poisson(lambda) law): factor out the boundary term,
+  e.g. for ``lambda1 >= n + 1``
+
+  .. math::
+
+      \sum_{y=0}^{n} \mathrm{Pois}(y;\mu) e^{-a(z-y)} = \mathrm{Pois}(n;\mu)\, e^{-a(z-n)}
+      \sum_{j=0}^{n} \prod_{i<j} \frac{n-i}{\lambda_1},
+
+  and for ``lambda2 < m + 1``, :math:`\mathrm{Pois}(m;\mu) e^{-a(m-z)} \sum_{k\ge 0}
+  \lambda_2^k m!/(m+k)!`. The log Poisson pmf uses Loader's saddle-point form
+  (``-stirlerr(k) - bd0(k, mu) - log(2 pi k)/2``), accurate to a few ulps of the *result*;
+* *bulk form* (the sum is most of the Poisson(lambda) mass): ``-mu + lambda - a z + log1p(-R)``
+  with ``-mu + lambda1 = mu expm1(a)``, ``-mu + lambda2 = -mu (-expm1(-a))`` and ``R`` the
+  complementary tail (at most about 0.6), again from a geometric series.
+
+The result ``log p(z) = log c + logaddexp(L1, L2)`` keeps 1e-13 relative accuracy for
+``mu`` in [1e-8, 1e6], ``z`` in [-1e4, 1e6] and ``a`` in [0.01, 20] (checked against mpmath in
+``tests/distributions/test_marginals.py``).
+
+Gradient
+--------
+Since :math:`\partial_\mu \mathrm{Pois}(y;\mu) = \mathrm{Pois}(y-1;\mu) - \mathrm{Pois}(y;\mu)`,
+:math:`\partial_\mu p(z) = p(z-1) - p(z)` for any noise law, so
+
+.. math::  \partial_\mu \log p(z) = \mathrm{expm1}(\log p(z-1) - \log p(z)),
+
+which stays finite and exact where all but one term underflow (the ratio is at most ``e^a``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.gradient import DisconnectedType, grad_undefined
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+
+__all__ = [
+    "PoissonTwoSidedExpLogp",
+    "log_poisson_pmf",
+    "poisson_two_sided_exp_logp",
+    "poisson_two_sided_exp_logp_numpy",
+]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_TOL = 1e-17
+_VERSION = 1  # bump when the kernels change (numba on-disk cache key)
+
+
+@numba.njit(cache=True)
+def _stirlerr(k):
+    """``lgamma(k + 1) - (k + 1/2) log k + k - log(2 pi)/2`` for ``k >= 1``."""
+    if k <= 15.0:
+        return math.lgamma(k + 1.0) - (k + 0.5) * math.log(k) + k - 0.5 * _LOG_2PI
+    k2 = 1.0 / (k * k)
+    return (
+        1.0 / 12.0 - (1.0 / 360.0 - (1.0 / 1260.0 - (1.0 / 1680.0 - k2 / 1188.0) * k2) * k2) * k2
+    ) / k
+
+
+@numba.njit(cache=True)
+def _bd0(x, np_):
+    """Loader's deviance term ``x log(x / np) + np - x`` without cancellation."""
+    d = x - np_
+    if abs(d) < 0.1 * (x + np_):
+        v = d / (x + np_)
+        s = d * v
+        ej = 2.0 * x * v
+        v2 = v * v
+        for j in range(1, 1000):
+            ej *= v2
+            s1 = s + ej / (2 * j + 1)
+            if s1 == s:
+                return s1
+            s = s1
+        return s
+    return x * math.log(x / np_) + np_ - x
+
+
+@numba.njit(cache=True)
+def _log_pois(k, mu):
+    """log Poisson(k; mu) for integer-valued ``k >= 0`` (Loader 2000, saddle point form)."""
+    if k < 0:
+        return -np.inf
+    if mu == 0.0:
+        return 0.0 if k == 0 else -np.inf
+    if k == 0:
+        return -mu
+    return -_stirlerr(k) - _bd0(k, mu) - 0.5 * (_LOG_2PI + math.log(k))
+
+
+@numba.njit(cache=True)
+def _log_rev_sum(n, lam):
+    """``log sum_{j=0}^{n} prod_{i<j} (n - i) / lam`` for ``lam > n`` (terms shrink)."""
+    t = 1.0
+    s = 1.0
+    i = 0.0
+    while i < n:
+        t *= (n - i) / lam
+        s += t
+        if t < s * _TOL:
+            break
+        i += 1.0
+    return math.log(s)
+
+
+@numba.njit(cache=True)
+def _log_fwd_sum(m, lam):
+    """``log sum_{k>=0} lam^k m! / (m + k)!`` for ``lam < m + 1`` (terms shrink)."""
+    t = 1.0
+    s = 1.0
+    k = 1.0
+    while True:
+        t *= lam / (m + k)
+        s += t
+        if t < s * _TOL:
+            break
+        k += 1.0
+    return math.log(s)
+
+
+@numba.njit(cache=True)
+def _logaddexp(x, y):
+    if x == -np.inf:
+        return y
+    if y == -np.inf:
+        return x
+    if x > y:
+        return x + math.log1p(math.exp(y - x))
+    return y + math.log1p(math.exp(x - y))
+
+
+@numba.njit(cache=True)
+def _conv_logp(z, mu, a, logc):
+    """log of ``sum_y Pois(y; mu) c exp(-a |z - y|)``; see the module docstring."""
+    if not (mu >= 0.0) or not math.isfinite(z) or not math.isfinite(mu):
+        return np.nan
+    n = math.floor(z)
+    lam1 = mu * math.exp(a)
+    lam2 = mu * math.exp(-a)
+    # y <= n
+    if n < 0:
+        l1 = -np.inf
+    elif lam1 >= n + 1.0:
+        l1 = _log_pois(n, mu) - a * (z - n) + _log_rev_sum(n, lam1)
+    else:
+        p_tail = math.exp(_log_pois(n + 1.0, lam1) + _log_fwd_sum(n + 1.0, lam1))
+        l1 = mu * math.expm1(a) - a * z + math.log1p(-p_tail)
+    # y >= m
+    m = max(n + 1.0, 0.0)
+    if m == 0.0:
+        l2 = mu * math.expm1(-a) + a * z
+    elif lam2 < m + 1.0:
+        l2 = _log_pois(m, mu) - a * (m - z) + _log_fwd_sum(m, lam2)
+    else:
+        q_tail = math.exp(_log_pois(m - 1.0, lam2) + _log_rev_sum(m - 1.0, lam2))
+        l2 = mu * math.expm1(-a) + a * z + math.log1p(-q_tail)
+    return logc + _logaddexp(l1, l2)
+
+
+@numba.njit(cache=True)
+def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
+    for i in range(z.shape[0]):
+        lp = _conv_logp(z[i], mu[i], a, logc)
+        out[i] = lp
+        lpm1 = _conv_logp(z[i] - 1.0, mu[i], a, logc)
+        dout[i] = math.expm1(lpm1 - lp)
+
+
+@numba.njit(cache=True)
+def _log_pois_vec(k, mu, out):
+    for i in range(k.shape[0]):
+        out[i] = _log_pois(k[i], mu[i])
+
+
+def log_poisson_pmf(k, mu):
+    """Accurate log Poisson pmf (numpy, vectorized); used by the tests' references.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> k, mu = np.array([0.0, 3.0, 1e6]), np.array([2.0, 2.5, 1e6])
+    >>> np.allclose(log_poisson_pmf(k, mu), stats.poisson.logpmf(k, mu), rtol=1e-12)
+    True
+    """
+    k, mu = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(mu, np.float64))
+    out = np.empty(k.size)
+    _log_pois_vec(np.ascontiguousarray(k).ravel(), np.ascontiguousarray(mu).ravel(), out)
+    return out.reshape(k.shape)
+
+
+def poisson_two_sided_exp_logp_numpy(z, mu, a, logc):
+    """Numpy evaluation of the marginal and of its derivative in ``mu``.
+
+    Parameters
+    ----------
+    z, mu : array_like
+        Observed noisy values and Poisson rates (broadcast together).
+    a, logc : float
+        Noise decay rate and log normalising constant: ``eta(t) = exp(logc - a |t|)``.
+
+    Returns
+    -------
+    logp, dlogp_dmu : ndarray
+
+    Examples
+    --------
+    Poisson(3) with geometric noise ``alpha = e^{-1}``, checked against a brute-force sum:
+
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> a = 1.0; logc = np.log(np.tanh(a / 2))
+    >>> lp, _ = poisson_two_sided_exp_logp_numpy(np.array([-2.0, 4.0]), 3.0, a, logc)
+    >>> y = np.arange(200)
+    >>> ref = [np.logaddexp.reduce(stats.poisson.logpmf(y, 3.0) + logc - a * np.abs(z - y))
+    ...        for z in (-2.0, 4.0)]
+    >>> np.allclose(lp, ref, rtol=1e-13)
+    True
+    """
+    z, mu = np.broadcast_arrays(np.asarray(z, np.float64), np.asarray(mu, np.float64))
+    shape = z.shape
+    out = np.empty(z.size)
+    dout = np.empty(z.size)
+    _conv_logp_and_dmu(
+        np.ascontiguousarray(z).ravel(),
+        np.ascontiguousarray(mu).ravel(),
+        float(a),
+        float(logc),
+        out,
+        dout,
+    )
+    return out.reshape(shape), dout.reshape(shape)
+
+
+class PoissonTwoSidedExpLogp(Op):
+    """Elementwise ``(log p(z), d log p / d mu)`` on 1-d inputs ``z``, ``mu`` of equal length.
+
+    ``a`` and ``logc`` (the noise law ``exp(logc - a |t|)``) are fixed Op properties. The second
+    output is the gradient used by :meth:`pullback`; it is not itself differentiable.
+    """
+
+    __props__ = ("a", "logc")
+
+    def __init__(self, a: float, logc: float):
+        self.a = float(a)
+        self.logc = float(logc)
+        super().__init__()
+
+    def make_node(self, z, mu):
+        z = pt.as_tensor_variable(z).astype("float64")
+        mu = pt.as_tensor_variable(mu).astype("float64")
+        if z.ndim != 1 or mu.ndim != 1:
+            raise TypeError("PoissonTwoSidedExpLogp takes 1-d inputs")
+        return Apply(self, [z, mu], [z.type(), z.type()])
+
+    def perform(self, node, inputs, output_storage):
+        z, mu = inputs
+        out = np.empty(z.shape[0])
+        dout = np.empty(z.shape[0])
+        _conv_logp_and_dmu(
+            np.ascontiguousarray(z), np.ascontiguousarray(mu), self.a, self.logc, out, dout
+        )
+        output_storage[0][0] = out
+        output_storage[1][0] = dout
+
+    def infer_shape(self, node, input_shapes):
+        return [input_shapes[0], input_shapes[0]]
+
+    def pullback(self, inputs, outputs, cotangents):
+        z, _mu = inputs
+        g_lp, g_d = cotangents
+        if not isinstance(g_d.type, DisconnectedType):
+            raise NotImplementedError("the derivative output of PoissonTwoSidedExpLogp is final")
+        if isinstance(g_lp.type, DisconnectedType):
+            return [DisconnectedType()(), DisconnectedType()()]
+        return [
+            grad_undefined(self, 0, z, "the marginal is not differentiated in the observation"),
+            g_lp * outputs[1],
+        ]
+
+
+@register_funcify_default_op_cache_key(PoissonTwoSidedExpLogp)
+def _numba_funcify_poisson_two_sided(op, node, **kwargs):
+    a = op.a
+    logc = op.logc
+
+    @numba.njit
+    def impl(z, mu):
+        out = np.empty(z.shape[0])
+        dout = np.empty(z.shape[0])
+        _conv_logp_and_dmu(np.ascontiguousarray(z), np.ascontiguousarray(mu), a, logc, out, dout)
+        return out, dout
+
+    return impl, _VERSION
+
+
+def poisson_two_sided_exp_logp(value, mu, a: float, logc: float):
+    """PyTensor graph of the exact marginal (any shapes; broadcast like an elementwise op).
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> mu = pt.dvector("mu")
+    >>> lp = poisson_two_sided_exp_logp(pt.as_tensor(np.array([0.0, 5.0])), mu, 1.0, -0.8)
+    >>> lp.eval({mu: np.array([1.0, 1.0])}).round(4)
+    array([-1.4321, -4.1361])
+    """
+    value = pt.as_tensor_variable(value)
+    mu = pt.as_tensor_variable(mu)
+    z_b, mu_b = pt.broadcast_arrays(value.astype("float64"), mu.astype("float64"))
+    shape = z_b.shape
+    lp, _ = PoissonTwoSidedExpLogp(a, logc)(z_b.ravel(), mu_b.ravel())
+    return lp.reshape(shape)

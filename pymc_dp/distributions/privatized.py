@@ -1,0 +1,211 @@
+r"""``Privatized``: noisy observations of a base distribution, the true value integrated out.
+
+The observed value is ``z = y + noise`` with ``y ~ dist`` (any ``pm.X.dist(...)``, whose
+parameters may depend on other model variables) and the noise drawn from a
+:class:`~pymc_dp.mechanisms.base.Mechanism`. Like ``pm.Censored``, the wrapper is a symbolic
+random variable whose input is the base distribution, so forward draws (``pm.draw``, prior and
+posterior predictive) give a base draw plus mechanism noise, and its log-probability is the
+exact marginal
+
+.. math::  \log p(z) = \log \sum_y p(y)\, \eta(z - y)
+
+(an integral for continuous ``y``), looked up in the registry of
+:mod:`pymc_dp.distributions.marginals`. With ``marginalize=False`` the true values stay in the
+model as a latent variable ``f"{name}_true"`` and the observation is the noise density at
+``z - y``.
+
+The mechanism is kept on the Op (``PrivatizedRV.mechanism``) so that accounting can collect
+every release of a model with :func:`privatized_mechanisms`.
+"""
+
+from __future__ import annotations
+
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, support_point
+from pymc.distributions.shape_utils import (
+    _change_dist_size,
+    change_dist_size,
+    implicit_size_from_params,
+    rv_size_is_none,
+)
+from pymc.logprob.abstract import _logprob
+from pymc.pytensorf import collect_default_updates, normalize_rng_param
+from pymc.util import check_dist_not_registered
+from pytensor.tensor import TensorVariable
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.random.utils import normalize_size_param
+
+from pymc_dp.distributions.marginals import get_marginal
+from pymc_dp.mechanisms.base import Mechanism
+
+__all__ = ["Privatized", "PrivatizedRV", "privatized_mechanisms"]
+
+
+class PrivatizedRV(SymbolicRandomVariable):
+    """Symbolic RV ``base + noise``; inputs ``(base_rv, noise_rng)``, outputs ``(next_rng, z)``.
+
+    ``mechanism`` (an Op attribute) is the mechanism that produced the noise.
+    """
+
+    inline_logprob = False
+    extended_signature = "(),[rng]->[rng],()"
+    _print_name = ("Privatized", "\\operatorname{Privatized}")
+
+    def __init__(self, *args, mechanism: Mechanism, **kwargs):
+        self.mechanism = mechanism
+        super().__init__(*args, **kwargs)
+
+    def __eq__(self, other):
+        return super().__eq__(other) and self.mechanism is other.mechanism
+
+    def __hash__(self):
+        return hash((super().__hash__(), id(self.mechanism)))
+
+    @classmethod
+    def rv_op(cls, dist, *, mechanism: Mechanism, size=None, rng=None):
+        rng = normalize_rng_param(rng)
+        size = normalize_size_param(size)
+        if rv_size_is_none(size):
+            size = implicit_size_from_params(dist, ndims_params=[0])
+        dist = change_dist_size(dist, size)
+
+        dist_, rng_ = dist.type(), rng.type()
+        noise_ = mechanism.noise_dist(size=dist_.shape, rng=rng_)
+        next_rng_ = collect_default_updates([noise_], inputs=[rng_], must_be_shared=False)[rng_]
+        z_ = dist_ + noise_
+        return cls(inputs=[dist_, rng_], outputs=[next_rng_, z_], mechanism=mechanism)(dist, rng)
+
+
+class Privatized(Distribution):
+    r"""Observations ``y + noise`` of ``y ~ dist``, with ``y`` integrated out exactly.
+
+    Parameters
+    ----------
+    name : str
+        Name of the observed variable.
+    dist : unnamed distribution
+        ``pm.X.dist(...)`` of the true values (univariate; any shape or dims; parameters may be
+        model variables). It is cloned, as in ``pm.Censored``.
+    mechanism : pymc_dp.mechanisms.base.Mechanism
+        The mechanism that added the noise (``pmdp.Laplace``, ``pmdp.Geometric``, ...).
+    marginalize : bool, default True
+        ``True``: the log-likelihood is the exact marginal from the registry
+        (:mod:`pymc_dp.distributions.marginals`); an unsupported pair raises
+        ``NotImplementedError`` when the model is built. ``False``: the true values become a
+        latent variable ``f"{name}_true"`` (same shape and dims) and the observation is
+        conditioned on it through the noise density.
+    **kwargs
+        ``observed``, ``dims``, ``shape``, ... as for any PyMC distribution.
+
+    Notes
+    -----
+    Draws are ``base draw + mechanism noise`` (the noise from ``mechanism.noise_dist``), so
+    prior and posterior predictive samples are simulated releases. The noise is drawn with
+    PyMC's simulation RNG, not the secure source of :meth:`Mechanism.release`: do not use
+    these draws as real releases.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> from pymc_dp.distributions.privatized import Privatized, privatized_mechanisms
+    >>> mech = pmdp.Geometric(epsilon=1.0)
+    >>> with pm.Model() as model:
+    ...     lam = pm.Gamma("lam", 2.0, 0.5)
+    ...     y = Privatized("y", pm.Poisson.dist(lam), mech, observed=np.array([3, -1, 7]))
+    >>> lp = model.compile_logp(vars=[y])({"lam_log__": np.log(4.0)})
+    >>> bool(np.isfinite(lp))
+    True
+    >>> privatized_mechanisms(model)["y"] is mech
+    True
+    >>> z = pm.draw(Privatized.dist(pm.Poisson.dist(3.0), mech, shape=(4,)), random_seed=1)
+    >>> z.shape, z.dtype
+    ((4,), dtype('int64'))
+    """
+
+    rv_type = PrivatizedRV
+    rv_op = PrivatizedRV.rv_op
+
+    def __new__(cls, name, dist, mechanism, *args, marginalize: bool = True, **kwargs):
+        if marginalize:
+            return super().__new__(cls, name, dist, mechanism, *args, **kwargs)
+        _check_inputs(dist, mechanism)
+        model = pm.modelcontext(kwargs.get("model"))
+        dims = kwargs.get("dims")
+        shape = kwargs.get("shape")
+        observed = kwargs.get("observed")
+        if shape is None and dims is not None:
+            dims = (dims,) if isinstance(dims, str) else tuple(dims)
+            shape = tuple(model.dim_lengths[d] for d in dims)
+        if shape is None and observed is not None:
+            shape = pt.as_tensor_variable(observed).shape
+        latent = dist if shape is None else change_dist_size(dist, shape)
+        true = model.register_rv(latent, f"{name}_true", dims=dims)
+        return super().__new__(cls, name, pm.DiracDelta.dist(true), mechanism, *args, **kwargs)
+
+    @classmethod
+    def dist(cls, dist, mechanism, **kwargs):
+        """The unnamed variable ``dist + noise`` (see the class docstring)."""
+        _check_inputs(dist, mechanism)
+        # fail at model-building time on unsupported pairs
+        get_marginal(dist.owner.op, mechanism)
+        return super().dist([dist], mechanism=mechanism, **kwargs)
+
+
+def _check_inputs(dist, mechanism):
+    if not (
+        isinstance(dist, TensorVariable)
+        and dist.owner is not None
+        and isinstance(dist.owner.op, RandomVariable | SymbolicRandomVariable)
+    ):
+        raise ValueError(
+            f"dist must be a distribution created with the `.dist()` API, got {dist!r}"
+        )
+    if dist.owner.op.ndim_supp > 0:
+        raise NotImplementedError("Privatized supports univariate base distributions only")
+    check_dist_not_registered(dist)
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(
+            f"mechanism must be a pymc_dp Mechanism (e.g. pmdp.Laplace(epsilon=1.0)), "
+            f"got {mechanism!r}"
+        )
+
+
+@_logprob.register(PrivatizedRV)
+def privatized_logprob(op, values, base_rv, rng, **kwargs):
+    (value,) = values
+    marginal = get_marginal(base_rv.owner.op, op.mechanism)
+    return marginal(value, base_rv, op.mechanism)
+
+
+@_change_dist_size.register(PrivatizedRV)
+def change_privatized_size(op, rv, new_size, expand=False):
+    base, _rng = rv.owner.inputs
+    if expand:
+        new_size = tuple(new_size) + tuple(base.shape)
+    return PrivatizedRV.rv_op(base, mechanism=op.mechanism, size=new_size)
+
+
+@pm.distributions.distribution._support_point.register(PrivatizedRV)
+def privatized_support_point(op, rv, base, rng):
+    return support_point(base)
+
+
+def privatized_mechanisms(model=None) -> dict[str, Mechanism]:
+    """The mechanism of every ``Privatized`` variable of ``model``, keyed by variable name.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     mu = pm.Normal("mu")
+    ...     _ = Privatized("z", pm.Normal.dist(mu), pmdp.Laplace(epsilon=0.5), observed=[0.3])
+    >>> privatized_mechanisms(m)
+    {'z': Laplace(epsilon=0.5, sensitivity=1.0)}
+    """
+    model = pm.modelcontext(model)
+    return {
+        rv.name: rv.owner.op.mechanism
+        for rv in model.basic_RVs
+        if isinstance(rv.owner.op, PrivatizedRV)
+    }
