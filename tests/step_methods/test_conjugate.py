@@ -268,3 +268,80 @@ def test_ordinary_models_keep_nuts(registered):
         _, selected = assign_step_methods(m)
     assert {v.name for v in selected[NUTS]} == {"p_logodds__", "lam_log__"}
     assert ConjugateGibbs not in selected
+
+
+def _release_model(child_p=lambda p: p, n=20):
+    from pymc_dp.distributions.release import Release
+    from pymc_dp.mechanisms.laplace import Laplace
+
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=child_p(p), shape=n)
+        Release("z", x.sum(), Laplace(epsilon=1.0), observed=np.float64(7.0))
+    return m
+
+
+def test_claims_parameter_of_released_records_only_in_context(registered):
+    m = _release_model()
+    p = m["p"]
+    assert ConjugateGibbs.competence(p, True) == Competence.INCOMPATIBLE  # no model context
+    with m:
+        assert ConjugateGibbs.competence(p, True) == Competence.IDEAL
+        assert ConjugateGibbs.competence(m["x"], False) == Competence.INCOMPATIBLE
+        _, selected = assign_step_methods(m)
+    assert [v.name for v in selected[ConjugateGibbs]] == ["p_logodds__"]
+
+
+def test_non_conjugate_child_of_release_not_claimed(registered):
+    m = _release_model(child_p=lambda p: p**2)
+    with m:
+        assert ConjugateGibbs.competence(m["p"], True) == Competence.INCOMPATIBLE
+        _, selected = assign_step_methods(m)
+    assert ConjugateGibbs not in selected
+    assert [v.name for v in selected[NUTS]] == ["p_logodds__"]
+
+
+# ---- with DataAugmentation: exact posterior of p given a Laplace-noised count ------------------
+def test_with_data_augmentation_matches_exact_posterior():
+    """p ~ Beta(1, 1), x_i ~ Bernoulli(p) (n = 30), z = sum(x) + Laplace(2) (epsilon = 0.5).
+
+    Exact posterior: a mixture over s = sum(x) of Beta(1 + s, 1 + n - s) with weights
+    proportional to C(n, s) B(1 + s, 1 + n - s) eta(z - s) = eta(z - s) / (n + 1).
+    Posterior mean within 4.89 MCSE (1e-6); the noise-ignoring mean (z read as the count)
+    must be rejected at the same level.
+    """
+    import arviz as az
+
+    from pymc_dp.distributions.release import Release
+    from pymc_dp.mechanisms.laplace import Laplace
+    from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+    n, eps, z = 30, 0.5, 0.5
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=n)
+        Release("z", x.sum(), Laplace(epsilon=eps), observed=np.float64(z))
+        da = DataAugmentation([x])
+        cg = ConjugateGibbs([p])
+        _, selected = assign_step_methods(m, methods=[DataAugmentation, *CONJUGATE_STEPS, NUTS])
+    assert {c.__name__: [v.name for v in vs] for c, vs in selected.items()} == {
+        "DataAugmentation": ["x"],
+        "ConjugateGibbs": ["p_logodds__"],
+    }
+    da.setup_chain(np.random.default_rng(1), 0, 1)
+    cg.setup_chain(np.random.default_rng(2), 0, 1)
+    point = m.initial_point()
+    draws = np.empty(6000)
+    for i in range(draws.size):
+        point, _ = da.step(point)
+        point, _ = cg.step(point)
+        draws[i] = point["p_logodds__"]
+    draws = 1.0 / (1.0 + np.exp(-draws[500:]))
+    s = np.arange(n + 1)
+    w = np.exp(-np.abs(z - s) * eps)
+    w /= w.sum()
+    exact = np.sum(w * (1 + s) / (n + 2))
+    naive = (1 + z) / (n + 2)
+    mcse = float(az.mcse(draws[None, :]))
+    assert abs(draws.mean() - exact) < 4.89 * mcse, (draws.mean(), exact, mcse)
+    assert abs(draws.mean() - naive) > 4.89 * mcse, (draws.mean(), naive, mcse)
