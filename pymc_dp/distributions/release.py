@@ -1,0 +1,232 @@
+"""``Release``: a differentially private release of a statistic of latent records.
+
+The analyst holds ``z = T(x) + noise``, where ``x`` are the (latent) records of the model, ``T``
+is any PyTensor expression of them (a count, a sum, a contingency table, regression moments
+``X'y``, ``y'y``, ``X'X`` of clamped values, ...) and the noise comes from a
+:class:`~pymc_dp.mechanisms.base.Mechanism`. This is the second framework of Ju, Awan, Gong &
+Rao (2022): ``X_i | theta ~ f(x | theta)`` i.i.d., ``Z_dp | X ~ eta(z_dp | X)``.
+
+The log-density of the release given the records is the noise log-density of ``z - T(x)``,
+summed over the components of the statistic::
+
+    log eta(z | x) = sum_k log p_noise(z_k - T_k(x))
+
+Its marginal likelihood ``int eta(z | x) f^n(x | theta) dx`` (Ju et al., "The marginal
+likelihood") is not available in closed form in general, so the records stay latent and
+:class:`~pymc_dp.step_methods.data_augmentation.DataAugmentation` samples them.
+
+Forward draws are ``T(x) + noise``, so prior and posterior predictive sampling work.
+The mechanism is kept on the variable for privacy accounting (:func:`released_mechanisms`).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
+from pymc.logprob.abstract import _logprob
+from pymc.pytensorf import collect_default_updates
+from pytensor.graph.basic import Variable
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_dp.mechanisms.base import Mechanism
+
+__all__ = ["Release", "ReleaseRV", "is_release", "record_parents", "released_mechanisms"]
+
+# Random variables that appear (directly, not through another random variable) in the statistic
+# of some Release. ``DataAugmentation.competence`` claims exactly these, so that importing
+# pymc_dp never changes how a model without a Release is sampled. Weak references: the registry
+# never keeps a model alive.
+_RECORD_RVS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _is_rv(var) -> bool:
+    return var.owner is not None and isinstance(
+        var.owner.op, RandomVariable | SymbolicRandomVariable
+    )
+
+
+def record_parents(statistic) -> list[Variable]:
+    """Random variables that a statistic depends on directly (not through another RV).
+
+    Parameters
+    ----------
+    statistic : TensorVariable
+        A PyTensor expression.
+
+    Returns
+    -------
+    list of TensorVariable
+        The random variables met when walking up the graph of ``statistic``, without
+        walking past any random variable (so the parents of the records are not included).
+    """
+    found = []
+    stack = [statistic]
+    seen = set()
+    while stack:
+        var = stack.pop()
+        if var in seen:
+            continue
+        seen.add(var)
+        if _is_rv(var) and var is not statistic:
+            found.append(var)
+            continue
+        if var.owner is not None:
+            stack.extend(var.owner.inputs)
+    # keep a deterministic order (graph order)
+    order = {v: i for i, v in enumerate(ancestors([statistic]))}
+    return sorted(set(found), key=lambda v: order.get(v, 0))
+
+
+class ReleaseRV(SymbolicRandomVariable):
+    """Symbolic RV of ``statistic + noise``; the mechanism is kept as ``op.mechanism``."""
+
+    inline_logprob = False
+    _print_name = ("Release", "\\operatorname{Release}")
+
+    def __init__(self, *args, mechanism: Mechanism, **kwargs):
+        self.mechanism = mechanism
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def rv_op(cls, statistic, *, mechanism: Mechanism, size=None, rng=None):
+        if rng is not None:
+            raise ValueError("Release draws its noise from the mechanism; rng= is not supported")
+        statistic = pt.as_tensor_variable(statistic)
+        # inner graph: dummy statistic input; the noise RV carries its own rng
+        stat_ = statistic.type()
+        noise = mechanism.noise_dist(size=stat_.shape)
+        value_ = stat_ + noise
+        if mechanism.integer:
+            value_ = value_.astype("int64")
+        else:
+            value_ = value_.astype("float64")
+        updates = collect_default_updates(inputs=[stat_], outputs=[value_])
+        rngs = list(updates.keys())
+        next_rngs = [updates[r] for r in rngs]
+        sig_rngs = "".join(",[rng]" for _ in rngs)
+        op = cls(
+            inputs=[stat_, *rngs],
+            outputs=[value_, *next_rngs],
+            extended_signature=f"(){sig_rngs}->(){sig_rngs}",
+            mechanism=mechanism,
+        )
+        return op(statistic, *rngs)
+
+
+class Release(Distribution):
+    r"""A released statistic of latent records: ``observed = statistic + noise``.
+
+    Parameters
+    ----------
+    name : str
+        Name of the model variable.
+    statistic : TensorVariable
+        Any PyTensor expression (scalar or vector) of latent record variables of the model,
+        e.g. ``x.sum()``, ``pt.eq(x[:, None], pt.arange(K)).sum(0)``,
+        ``(pt.clip(X, -1, 1) * y[:, None]).sum(0)``. Records are the rows (axis 0) of the
+        record variables.
+    mechanism : Mechanism
+        The mechanism that produced the release (``pymc_dp.Laplace(...)`` etc.). Its noise law
+        gives the likelihood; it is kept on the variable for privacy accounting.
+    observed : array_like
+        The released value(s), of the statistic's shape.
+
+    Notes
+    -----
+    The log-likelihood is :math:`\sum_k \log \eta(z_k - T_k(x))` (Ju et al. 2022, the
+    release density ``eta(z_dp | X)``). ``pm.sample`` assigns
+    :class:`~pymc_dp.step_methods.data_augmentation.DataAugmentation` to the record variables
+    once the step methods are registered (``pymc_dp.step_methods.register_step_methods()``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> from pymc_dp.distributions.release import Release, released_mechanisms
+    >>> with pm.Model() as m:
+    ...     p = pm.Beta("p", 1.0, 1.0)
+    ...     x = pm.Bernoulli("x", p=p, shape=20)
+    ...     z = Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=7.3)
+    >>> released_mechanisms(m)
+    {'z': Laplace(epsilon=1, sensitivity=1.0)}
+    >>> float(pm.logp(z, 7.3).eval({x: np.ones(20, dtype="int64")}))  # Laplace(b=1) at 7.3 - 20
+    -13.393147...
+    """
+
+    rv_type = ReleaseRV
+    rv_op = ReleaseRV.rv_op
+
+    def __new__(cls, name, statistic, mechanism, **kwargs):
+        return super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
+
+    @classmethod
+    def dist(cls, statistic, mechanism, **kwargs):
+        """Unregistered release variable (see the class docstring)."""
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(
+                f"mechanism must be a pymc_dp Mechanism, got {mechanism!r} of type "
+                f"{type(mechanism).__name__}"
+            )
+        statistic = pt.as_tensor_variable(statistic)
+        # The shape is the statistic's; PyMC passes the observed shape as ``shape``.
+        shape = kwargs.pop("shape", None)
+        kwargs.pop("size", None)
+        if shape is not None:
+            shape = tuple(np.atleast_1d(shape)) if np.ndim(shape) else tuple(np.reshape(shape, -1))
+            static = statistic.type.shape
+            if len(shape) != len(static) or any(
+                s is not None and int(o) != s for o, s in zip(shape, static, strict=True)
+            ):
+                raise ValueError(
+                    f"the observed release has shape {shape} but the statistic has shape {static}"
+                )
+        if statistic.type.ndim > 1:
+            raise ValueError(
+                f"statistic must be a scalar or a vector, got ndim={statistic.type.ndim}; "
+                "flatten it (e.g. `T.ravel()`)"
+            )
+        for rv in record_parents(statistic):
+            _RECORD_RVS.add(rv)
+        return super().dist([statistic], mechanism=mechanism, **kwargs)
+
+
+@_logprob.register(ReleaseRV)
+def _release_logp(op, values, statistic, *rngs, **kwargs):
+    [value] = values
+    return op.mechanism.logpdf_pt(value - statistic)
+
+
+@_support_point.register(ReleaseRV)
+def _release_support_point(op, rv, statistic, *rngs):
+    return pt.cast(statistic, rv.dtype)
+
+
+def is_release(var) -> bool:
+    """Whether ``var`` is a :class:`Release` variable."""
+    return var.owner is not None and isinstance(var.owner.op, ReleaseRV)
+
+
+def released_mechanisms(model) -> dict[str, Mechanism]:
+    """The mechanisms of the releases in ``model``, by variable name (for privacy accounting).
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> from pymc_dp.distributions.release import Release, released_mechanisms
+    >>> with pm.Model() as m:
+    ...     x = pm.Bernoulli("x", p=0.3, shape=5)
+    ...     _ = Release("s", x.sum(), pmdp.Laplace(epsilon=0.5), observed=2.0)
+    >>> released_mechanisms(m)["s"].epsilon
+    0.5
+    """
+    out = {}
+    for rv in [*model.observed_RVs, *model.free_RVs]:
+        if is_release(rv):
+            out[rv.name] = rv.owner.op.mechanism
+    return out
