@@ -207,3 +207,61 @@ def test_no_nan_becomes_an_epsilon(a, b):
             continue
         assert legal or (isinstance(a, int | float) and a == math.inf)
         assert not math.isnan(out) and out >= 0.0
+
+
+def test_analytic_delta_wide_range_against_mpmath():
+    # σ/Δ from 1e-4 to 1e6 and ε up to 1e4, 300-digit reference (δ itself may be ~1e-290):
+    # relative error <= 1e-12 wherever δ is representable (measured max 8.8e-14).
+    worst = 0.0
+    for eps in [0.0, 1e-8, 0.01, 1.0, 20.0, 1e4]:
+        for s in [1e-4, 1e-2, 0.3, 1.0, 7.0, 100.0, 1e4, 1e6]:
+            with mp.workdps(300):
+                ref = mp_delta(eps, s)
+                if eps and s > 10:  # mp_delta works at 50 digits; redo at 300 where it cancels
+                    e, sm = mp.mpf(eps), mp.mpf(s)
+                    ref = mp.ncdf(1 / (2 * sm) - e * sm) - mp.exp(e) * mp.ncdf(
+                        -1 / (2 * sm) - e * sm
+                    )
+            got = analytic_gaussian_delta(eps, s)
+            if ref < mp.mpf("1e-300"):
+                assert got < 1e-290
+                continue
+            worst = max(worst, float(abs(got - ref) / ref))
+    assert worst < REL
+
+
+def test_inverses_safe_at_extreme_parameters(rng):
+    # random (ε, δ, Δ, σ) over 24 decades of ε and 300 of δ: the calibrated σ and ε_at(δ) are
+    # never unsafe against a 400-digit evaluation (a certified rounding margin is added), or the
+    # call refuses with ValueError.
+    def exact(eps, sigma, sens):
+        with mp.workdps(400):
+            e, s, d = mp.mpf(eps), mp.mpf(sigma), mp.mpf(sens)
+            return mp.ncdf(d / (2 * s) - e * s / d) - mp.exp(e) * mp.ncdf(-d / (2 * s) - e * s / d)
+
+    for _ in range(40):
+        eps = 10 ** rng.uniform(-12, 12)
+        delta = 10 ** rng.uniform(-300, -1e-9)
+        sens = 10 ** rng.uniform(-5, 5)
+        s = analytic_gaussian_sigma(eps, delta, sens)
+        assert exact(eps, s, sens) <= delta
+        s2 = sens * 10 ** rng.uniform(-5, 5)
+        e2 = analytic_gaussian_epsilon(delta, s2, sens)
+        assert e2 == 0.0 or exact(e2, s2, sens) <= delta
+
+
+def test_unreliable_regimes_refuse():
+    # ε ~ 1e14: a = Δ/(2σ) - εσ/Δ is not resolvable in double precision near the root
+    with pytest.raises(ValueError, match="not reliable"):
+        analytic_gaussian_sigma(1e14, 1e-6)
+    # σ = 1e-10 Δ needs ε ≈ 5e19: the answer may be loose there, but never unsafe
+    e = analytic_gaussian_epsilon(1e-6, 1e-10)
+    with mp.workdps(100):
+        sm, em = mp.mpf(1e-10), mp.mpf(e)
+        assert (
+            mp.ncdf(1 / (2 * sm) - em * sm) - mp.exp(em) * mp.ncdf(-1 / (2 * sm) - em * sm) <= 1e-6
+        )
+    with pytest.raises(ValueError, match="out of range"):
+        gaussian_rho(1e300, 1e-300)
+    with pytest.raises(ValueError):
+        Gaussian(epsilon=1e14, delta=1e-6)

@@ -133,7 +133,8 @@ class Gaussian(Mechanism):
                     f"delta={delta!r}, sensitivity={sensitivity!r}: {err}"
                 ) from err
             self._epsilon, self._delta = eps, dlt
-        rho_ = (self.sensitivity / self.sigma) ** 2 / 2.0
+        r = self.sensitivity / self.sigma
+        rho_ = 0.5 * r * r
         if not (
             math.isfinite(self.sigma) and self.sigma > 0.0 and math.isfinite(rho_) and rho_ > 0.0
         ):
