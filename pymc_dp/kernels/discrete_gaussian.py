@@ -33,13 +33,13 @@ and, shifting the second sum by :math:`\Delta`, the same value is the sum of *po
           \Bigl(-\operatorname{expm1}\bigl(\epsilon - \tfrac{2y\Delta + \Delta^2}{2\sigma^2}
           \bigr)\Bigr),
 
-which :func:`delta_exact` sums directly (no cancellation) whenever at most 400 000 terms carry
+which :func:`delta_exact` sums directly (no cancellation) whenever at most 100 000 terms carry
 mass above :math:`e^{-40}` relative to the first. Beyond that (very large ``sigma`` or
 ``sensitivity``) it evaluates the two tails by the Euler-Maclaurin formula with three Bernoulli
 corrections, :math:`\sum_{y \ge k} f(y) = \sigma\sqrt{\pi/2}\operatorname{erfc}(u/\sqrt2) + f(k)
 [\tfrac12 + \tfrac{1}{12}\sigma^{-1}He_1(u) - \tfrac{1}{720}\sigma^{-3}He_3(u) +
 \tfrac{1}{30240}\sigma^{-5}He_5(u)]` with :math:`u = k/\sigma` (relative truncation error below
-1e-16 there, since then :math:`\sigma > 4\cdot10^4`); the difference of the tails then has
+1e-16 there, since then :math:`\sigma > 10^4`); the difference of the tails then has
 relative error about :math:`10^{-16}\,P[Y > a]/\delta`.
 
 Examples
@@ -164,7 +164,7 @@ def numba_logpmf(x, params):
 
 
 # ---- exact privacy curve ------------------------------------------------------------------------
-_MAX_TERMS = 400_000
+_MAX_TERMS = 100_000
 
 
 def _tail_em(k: float, sigma: float) -> float:

@@ -21,15 +21,21 @@ Exact sampling and rationals. The noise is drawn exactly in integer arithmetic
 (:mod:`pymc_dp.kernels.exact_sampling`, CKS 2020 Algorithm 3), which needs
 :math:`\sigma^2` rational. The mechanism samples :math:`\sigma_*^2 = t m / d \ge \sigma^2`, the
 best rational from above that keeps the sampler inside int64
-(:func:`~pymc_dp.kernels.exact_sampling.gaussian_rational`): more noise, never less. Exact binary
-values with small denominators (``sigma=2.0``, ``rho=0.125``, ``0.5`` ...) are kept exactly;
-otherwise the relative excess of :math:`\sigma_*^2` is below 2e-8. It is near that bound when
-``sigma**2 / t`` lies within an ulp of a fraction with a small denominator (``rho=0.3``,
-``sigma=1e6``), and typically about ``2e-16 * sigma`` otherwise (the denominator ``d`` must stay
-below ``3e9 / (42 sigma)``). Every reported quantity (``sigma``, ``sigma2``, ``rho``, the
-``delta`` of ``guarantee()``, ``delta_at``, ``epsilon_at``, the log pmf and ``noise_dist``)
-describes the law actually sampled, :math:`\sigma_*`. Sigma above ``1e7`` is refused
-(``ValueError``): the int64 sampler cannot represent it.
+(:func:`~pymc_dp.kernels.exact_sampling.gaussian_rational`): more noise, never less.
+
+* Exact binary values with small denominators (``sigma=2.0``, ``rho=0.125``, ``0.5`` ...) are
+  kept exactly.
+* Otherwise, for ``sigma >= 1e-3``, the relative excess of :math:`\sigma_*^2` is below 2e-8: near
+  that bound when ``sigma**2 / t`` lies within an ulp of a fraction with a small denominator
+  (``rho=0.3``, ``sigma=1e6``), typically about ``2e-16 * sigma`` otherwise (the denominator
+  ``d`` must stay below ``3e9 / (42 sigma)``).
+* Below ``sigma = 1e-3`` (the noise is then 0 except with probability below
+  :math:`e^{-500000}`) the excess can be larger.
+* Sigma above ``1e7`` is refused (``ValueError``): the int64 sampler cannot represent it.
+
+Every reported quantity (``sigma``, ``sigma2``, ``rho``, the ``delta`` of ``guarantee()``,
+``delta_at``, ``epsilon_at``, the log pmf and ``noise_dist``) describes the law actually
+sampled, :math:`\sigma_*`.
 
 Examples
 --------
