@@ -39,7 +39,7 @@ from pymc_dp.accounting import (
     analytic_gaussian_sigma,
 )
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
-from pymc_dp.mechanisms.laplace import _secure_uniform
+from pymc_dp.mechanisms.laplace import _check_rng, _secure_uniform
 
 __all__ = ["Gaussian"]
 
@@ -180,6 +180,7 @@ class Gaussian(Mechanism):
         """
         if rng is None:
             return self.sigma * special.ndtri(_secure_uniform(size))
+        _check_rng(rng)
         return rng.normal(0.0, self.sigma, size=size)
 
     def logpdf(self, x) -> np.ndarray:

@@ -72,6 +72,15 @@ def _secure_laplace(b: float, size) -> np.ndarray:
     return (sign * (b * -np.log(u))).reshape(size)
 
 
+def _check_rng(rng) -> None:
+    """Refuse anything but a ``numpy.random.Generator`` (ints, RandomState, ...)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator (for simulations) or None (secure source), "
+            f"got {type(rng).__name__}"
+        )
+
+
 @numba.njit(cache=True)
 def _laplace_logpdf(x, params):  # pragma: no cover - compiled
     # params = [b]; log η(x) = -|x|/b - log(2b)
@@ -149,7 +158,12 @@ class Laplace(Mechanism):
 
     # ---- privacy accounting -----------------------------------------------------------------
     def guarantee(self) -> PrivacyGuarantee:
-        """Pure ``ε``-DP with ``ε = Δ / b`` (exact)."""
+        """Pure ``ε``-DP with ``ε = Δ / b`` (exact).
+
+        ``rho`` is left ``None``: the Laplace mechanism's native guarantee is pure DP. If you
+        need to compose it with zCDP mechanisms, ε-DP implies ``(ε²/2)``-zCDP (Bun & Steinke
+        2016, Prop. 1.4).
+        """
         return PrivacyGuarantee(epsilon=self.sensitivity / self.scale, delta=0.0, rho=None)
 
     # ---- noise law ----------------------------------------------------------------------------
@@ -161,6 +175,7 @@ class Laplace(Mechanism):
         """
         if rng is None:
             return _secure_laplace(self.scale, size)
+        _check_rng(rng)
         return rng.laplace(0.0, self.scale, size=size)
 
     def logpdf(self, x) -> np.ndarray:

@@ -148,6 +148,18 @@ def test_logpdf_three_forms_agree_with_scipy():
     assert worst < 1e-14
 
 
+def test_release_shapes_rng_and_secure_range(rng):
+    m = Gaussian(1.5)
+    seed = int(rng.integers(2**31))
+    a = m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed))
+    np.testing.assert_array_equal(a, m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed)))
+    assert m.sample_noise((3, 2)).shape == (3, 2) and np.ndim(m.sample_noise(())) == 0
+    z = m.sample_noise(100_000)
+    assert np.all(np.isfinite(z)) and np.max(np.abs(z)) < 8.3 * 1.5 * 1.0001
+    with pytest.raises(TypeError, match="Generator"):
+        m.sample_noise(3, rng=1)
+
+
 def test_noise_dist_is_float64_normal():
     m = Gaussian(0.7)
     d = m.noise_dist(size=3)

@@ -110,6 +110,9 @@ def test_release_rng_reproducible_and_shapes(rng):
     assert np.ndim(m.sample_noise(())) == 0
     with pytest.raises(ValueError, match="finite"):
         m.release([1.0, np.nan])
+    for bad_rng in (0, np.random.RandomState(0), "secure"):
+        with pytest.raises(TypeError, match="Generator"):
+            m.release([1.0], rng=bad_rng)
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
