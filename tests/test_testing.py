@@ -67,6 +67,33 @@ def test_chisquare_mass_outside_observed_range_counts(rng):
     assert_rejects(chisquare_gof(x, mix))
 
 
+def test_chisquare_wide_support_and_impossible_values(rng):
+    # a two-sided geometric with scale ~1e4: ~2e5 support points, pooled quickly. With bins of
+    # expected count 5 there are ~4e4 of them and a 5% scale error is not detected (p ~ 0.05);
+    # capping the number of bins (max_bins) restores the power.
+    a = 1 - 1e-4
+    g = rng.geometric(1 - a, size=(2, 200_000)) - 1
+    y = g[0] - g[1]
+    right, wrong = two_sided_geometric_logpmf(a), two_sided_geometric_logpmf(1 - 1.05e-4)
+    assert_gof(chisquare_gof(y, right))
+    assert_gof(chisquare_gof(y, right, max_bins=250))
+    assert_rejects(chisquare_gof(y, wrong, max_bins=250))
+    with pytest.raises(ValueError, match="max_bins"):
+        chisquare_gof(y, right, max_bins=1)
+    # a value of probability zero (a negative count under a Poisson law) is an outright rejection
+    x = rng.poisson(5.0, size=1_000)
+    x[0] = -1
+    assert chisquare_gof(x, stats.poisson(5.0).logpmf) == 0.0
+    # even-only support: odd values never drawn are fine, one odd value rejects
+    ev = 2 * rng.poisson(3.0, size=5_000)
+
+    def even_logpmf(k):
+        return np.where(k % 2 == 0, stats.poisson(3.0).logpmf(k // 2), -np.inf)
+
+    assert_gof(chisquare_gof(ev, even_logpmf))
+    assert chisquare_gof(np.append(ev, 3), even_logpmf) == 0.0
+
+
 def test_chisquare_input_errors():
     with pytest.raises(ValueError, match="integers"):
         chisquare_gof([0.5, 1.0], stats.poisson(1.0).logpmf)
@@ -76,6 +103,8 @@ def test_chisquare_input_errors():
         chisquare_gof([0, 1, 2], lambda k: np.full(k.shape, np.nan))
     with pytest.raises(ValueError, match="empty"):
         chisquare_gof(np.array([], dtype=int), stats.poisson(1.0).logpmf)
+    with pytest.raises(ValueError, match="min_expected"):
+        chisquare_gof([0, 1], stats.poisson(1.0).logpmf, min_expected=0)
     # integral floats are accepted; a single bin carries no information
     assert chisquare_gof(np.zeros(3), lambda k: np.zeros(k.shape)) == 1.0
 
