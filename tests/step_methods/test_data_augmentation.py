@@ -1,0 +1,370 @@
+"""DataAugmentation: exact posteriors, acceptance bound, assignment, validity errors, pickling.
+
+Statistical assertions use :func:`pymc_dp.testing.mcse_check` with its default false-alarm rate
+1e-6 (|mean - exact| <= 4.89 MCSE); every exact-posterior test also asserts that the
+noise-ignoring posterior is rejected by the same check (negative control).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import cloudpickle
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from pymc.sampling.mcmc import assign_step_methods
+from pymc.step_methods import STEP_METHODS
+from scipy import optimize, stats
+
+from pymc_dp.distributions.release import Release
+from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.step_methods.data_augmentation import DataAugmentation
+from pymc_dp.testing import mcse_check
+
+SEED = 20261122
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """Register DataAugmentation the way pymc_dp.step_methods.register_step_methods will."""
+    added = DataAugmentation not in STEP_METHODS
+    if added:
+        STEP_METHODS.insert(0, DataAugmentation)
+    yield
+    if added:
+        STEP_METHODS.remove(DataAugmentation)
+
+
+def _sample(model, draws=2000, tune=500, seed=SEED, **kw):
+    with model:
+        return pm.sample(
+            draws,
+            tune=tune,
+            chains=2,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            **kw,
+        )
+
+
+def _check_quantiles(draws, cdf_inv, probs=(0.05, 0.5, 0.95)):
+    """P(theta <= exact q-quantile) from the draws is q within 4.89 MCSE of the indicator."""
+    out = []
+    for q in probs:
+        ind = (np.asarray(draws) <= cdf_inv(q)).astype(np.float64)
+        res = mcse_check(ind, q)
+        assert res.passed, (q, res)
+        out.append(res.z)
+    return out
+
+
+def _mixture_quantile(cdf, lo, hi):
+    return lambda q: optimize.brentq(lambda t: cdf(t) - q, lo, hi, xtol=1e-12)
+
+
+# --------------------------------------------------------------------------- Bernoulli
+N_B, EPS_B, Z_B = 20, 0.5, 3.0
+
+
+@pytest.fixture(scope="module")
+def bernoulli_run():
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=N_B)
+        Release("z", x.sum(), Laplace(epsilon=EPS_B, sensitivity=1.0), observed=Z_B)
+    return model, _sample(model, draws=2500)
+
+
+def test_bernoulli_count_exact_posterior(bernoulli_run):
+    """p ~ Beta(1,1), x_i ~ Bern(p), z = sum x + Laplace(2): enumerate the count s.
+
+    With a Beta(1, 1) prior the count is uniform on 0..n a priori, so
+    P(s | z) ∝ Lap(z - s) and p | s, z ~ Beta(1 + s, 1 + n - s).
+    """
+    _, idata = bernoulli_run
+    s = np.arange(N_B + 1)
+    w = np.exp(-np.abs(Z_B - s) * EPS_B)
+    w /= w.sum()
+    mean_p = float(np.sum(w * (1 + s) / (N_B + 2)))
+    mean_s = float(np.sum(w * s))
+    post = idata.posterior
+    p_draws = post["p"].values
+    s_draws = post["x"].values.sum(-1)
+    assert mcse_check(p_draws, mean_p).passed
+    assert mcse_check(s_draws, mean_s).passed
+
+    def cdf(t):
+        return float(np.sum(w * stats.beta.cdf(t, 1 + s, 1 + N_B - s)))
+
+    _check_quantiles(p_draws, _mixture_quantile(cdf, 1e-12, 1 - 1e-12))
+    # negative control: the noise-ignoring posterior Beta(1 + z, 1 + n - z)
+    assert not mcse_check(p_draws, (1 + Z_B) / (N_B + 2)).passed
+    # the DA step is there and ran
+    assert np.all(np.isfinite(idata.sample_stats["da_accept_rate"].values))
+
+
+def test_acceptance_at_least_exp_minus_epsilon(bernoulli_run):
+    """Ju et al.: for an epsilon-DP release every acceptance probability is >= e^-epsilon."""
+    _, idata = bernoulli_run
+    st = idata.sample_stats
+    amin = st["da_accept_min"].values
+    assert amin.min() >= math.exp(-EPS_B) - 1e-12
+    # the bound is attained (some record moves the count away from z)
+    assert amin.min() <= math.exp(-EPS_B) + 1e-9
+    assert np.all(st["da_accept_mean"].values >= amin - 1e-12)
+    rate = st["da_accept_rate"].values
+    assert 0.0 < rate.mean() <= 1.0
+
+
+# --------------------------------------------------------------------------- categorical
+N_C, K_C, EPS_C = 15, 3, 1.0
+Z_C = np.array([1.0, 6.0, 8.0])
+
+
+def test_categorical_count_vector_exact_posterior():
+    """w ~ Dir(1,1,1), c_i ~ Cat(w), z = counts + Laplace(b = 2/eps) (sensitivity 2).
+
+    Under Dir(1, ..., 1) every count vector s with sum n has the same prior mass, so
+    P(s | z) ∝ prod_k Lap(z_k - s_k) and w_0 | s ~ Beta(1 + s_0, K - 1 + n - s_0).
+    """
+    mech = Laplace(epsilon=EPS_C, sensitivity=2.0)
+    with pm.Model() as model:
+        w = pm.Dirichlet("w", np.ones(K_C))
+        c = pm.Categorical("c", p=w, shape=N_C)
+        Release("zc", pt.eq(c[:, None], pt.arange(K_C)).sum(0), mech, observed=Z_C)
+    idata = _sample(model, draws=2500)
+    tables = np.array(
+        [t for t in itertools.product(range(N_C + 1), repeat=K_C) if sum(t) == N_C], float
+    )
+    logw = -np.abs(Z_C - tables).sum(1) / mech.scale
+    wt = np.exp(logw - logw.max())
+    wt /= wt.sum()
+    w_draws = idata.posterior["w"].values
+    for k in range(K_C):
+        exact = float(np.sum(wt * (1 + tables[:, k]) / (N_C + K_C)))
+        assert mcse_check(w_draws[..., k], exact).passed, k
+    s0 = tables[:, 0]
+
+    def cdf(t):
+        return float(np.sum(wt * stats.beta.cdf(t, 1 + s0, K_C - 1 + N_C - s0)))
+
+    _check_quantiles(w_draws[..., 0], _mixture_quantile(cdf, 1e-12, 1 - 1e-12))
+    # negative control: noise-ignoring posterior Dir(1 + z)
+    assert not mcse_check(w_draws[..., 0], (1 + Z_C[0]) / (N_C + K_C)).passed
+    amin = idata.sample_stats["da_accept_min"].values.min()
+    assert amin >= math.exp(-EPS_C) - 1e-12
+
+
+# --------------------------------------------------------------------------- Normal sums
+def _grid_posterior(theta, log_prior, m_of_theta, v_of_theta, z, b):
+    """Posterior on a theta grid when z = S + Laplace(b), S | theta ~ N(m, v) (quadrature)."""
+    s_grid = np.linspace(z - 40 * b - 60, z + 40 * b + 60, 40001)
+    ds = s_grid[1] - s_grid[0]
+    lap = np.exp(-np.abs(z - s_grid) / b) / (2 * b)
+    m = m_of_theta(theta)[:, None]
+    v = v_of_theta(theta)[:, None]
+    dens = np.exp(-0.5 * (s_grid[None, :] - m) ** 2 / v) / np.sqrt(2 * np.pi * v)
+    like = (dens * lap[None, :]).sum(1) * ds
+    post = np.exp(log_prior(theta)) * like
+    dt = theta[1] - theta[0]
+    post /= post.sum() * dt
+    cdf = np.cumsum(post) * dt
+    mean = float(np.sum(theta * post) * dt)
+    return mean, lambda q: float(np.interp(q, cdf, theta))
+
+
+def test_normal_sum_exact_posterior():
+    """mu ~ N(0, 1), x_i ~ N(mu, 1) (n = 10), z = sum x + Laplace(10): quadrature reference."""
+    n, b, z = 10, 10.0, 8.0
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pm.Normal("x", mu, 1.0, shape=n)
+        Release("z", x.sum(), Laplace(scale=b), observed=z)
+    idata = _sample(model, draws=2500)
+    theta = np.linspace(-6, 6, 3001)
+    mean, qf = _grid_posterior(
+        theta, lambda t: -0.5 * t**2, lambda t: n * t, lambda t: np.full_like(t, n), z, b
+    )
+    d = idata.posterior["mu"].values
+    assert mcse_check(d, mean).passed
+    _check_quantiles(d, qf)
+    # negative control: noise-ignoring posterior mu | S = z ~ N(z / (n + 1), 1 / (n + 1))
+    assert not mcse_check(d, z / (n + 1)).passed
+
+
+def test_public_predictor_private_response_exact_posterior():
+    """Regression record with a public x_i (pm.Data) and a private y_i ~ N(beta x_i, 1).
+
+    z = sum_i x_i y_i + Laplace(5); S | beta ~ N(beta A, A) with A = sum x_i^2.
+    """
+    rng = np.random.default_rng(7)
+    n, b, z = 12, 5.0, 10.0
+    xv = rng.normal(size=n)
+    A = float(np.sum(xv**2))
+    with pm.Model() as model:
+        x = pm.Data("x", xv)
+        beta = pm.Normal("beta", 0.0, 1.0)
+        y = pm.Normal("y", beta * x, 1.0, shape=n)
+        Release("s", (x * y).sum(), Laplace(scale=b), observed=z)
+    idata = _sample(model, draws=2500)
+    theta = np.linspace(-6, 6, 3001)
+    mean, qf = _grid_posterior(
+        theta, lambda t: -0.5 * t**2, lambda t: A * t, lambda t: np.full_like(t, A), z, b
+    )
+    d = idata.posterior["beta"].values
+    assert mcse_check(d, mean).passed
+    _check_quantiles(d, qf)
+    assert not mcse_check(d, z / (A + 1)).passed
+
+
+# --------------------------------------------------------------------------- assignment
+def _assignment(model, methods):
+    with model:
+        _, selected = assign_step_methods(model, methods=methods)
+    return {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
+
+
+def test_ordinary_model_assignment_unchanged():
+    """Registering the step never changes how a model without a Release is sampled."""
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        pm.Bernoulli("b", p=p, shape=5)
+        w = pm.Dirichlet("w", np.ones(3))
+        pm.Categorical("c", p=w, shape=4)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("x", mu, 1.0, shape=3)
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", mu, 1.0, observed=np.zeros(3))
+    plain = [m for m in STEP_METHODS if m is not DataAugmentation]
+    with_da = [DataAugmentation, *plain]
+    assert DataAugmentation in STEP_METHODS
+    assert _assignment(model, with_da) == _assignment(model, plain)
+    assert "DataAugmentation" not in _assignment(model, with_da)
+    # also outside the model context
+    _, sel = assign_step_methods(model, methods=with_da)
+    assert DataAugmentation not in sel
+
+
+def test_auto_assignment_blocks_a_record():
+    """(X_i, y_i) records feeding a Release go to ONE DataAugmentation; beta to NUTS."""
+    n = 6
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 1.0, shape=2)
+        X = pm.Normal("X", 0.0, 1.0, shape=(n, 1))
+        y = pm.Normal("y", beta[0] + X[:, 0] * beta[1], 1.0, shape=n)
+        Release("xy", (pt.clip(X[:, 0], -1, 1) * pt.clip(y, -1, 1)).sum(), Laplace(scale=1.0),
+                observed=0.5)  # fmt: skip
+    sel = _assignment(model, None)
+    assert sel == {"DataAugmentation": ["X", "y"], "NUTS": ["beta"]}
+    with model:
+        step = DataAugmentation([X, y])
+    assert [b.names for b in step._blocks] == [["X", "y"]]
+
+
+# --------------------------------------------------------------------------- errors
+def test_error_record_prior_depends_on_other_records():
+    n = 8
+    with pm.Model():
+        a = pm.Normal("a", 0.0, 1.0, shape=n)
+        b = pm.Normal("b", a.mean(), 1.0, shape=n)
+        Release("s", (a + b).sum(), Laplace(scale=1.0), observed=0.0)
+        with pytest.raises(ValueError, match="not conditionally independent"):
+            DataAugmentation([a, b])
+
+
+def test_error_free_non_record_child():
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 1.0, shape=5)
+        pm.Normal("w", x.sum(), 1.0)
+        Release("s", x.sum(), Laplace(scale=1.0), observed=0.0)
+        with pytest.raises(ValueError, match="free child 'w'"):
+            DataAugmentation([x])
+
+
+def test_error_observed_child_couples_records():
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 1.0, shape=5)
+        pm.Normal("o", x.sum(), 1.0, observed=1.0)
+        Release("s", x.sum(), Laplace(scale=1.0), observed=0.0)
+        with pytest.raises(ValueError, match="no record axis"):
+            DataAugmentation([x])
+
+
+def test_error_not_forward_samplable_at_step_assignment():
+    """A record with only a logp cannot be proposed: pm.sample fails at step assignment."""
+    with pm.Model() as model:
+        x = pm.CustomDist("x", logp=lambda v: -0.5 * v**2, shape=5)
+        Release("s", x.sum(), Laplace(scale=1.0), observed=0.0)
+    with model, pytest.raises(ValueError, match="cannot be forward-sampled"):
+        pm.sample(10, tune=0, chains=1, progressbar=False)
+
+
+def test_error_statistic_not_a_sum():
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 1.0, shape=5)
+        Release("s", x.max(), Laplace(scale=1.0), observed=0.0)
+        with pytest.raises(ValueError, match="not a sum over"):
+            DataAugmentation([x])
+
+
+def test_error_potential_on_records():
+    with pm.Model():
+        x = pm.Normal("x", 0.0, 1.0, shape=5)
+        pm.Potential("pot", -(x**2).sum())
+        Release("s", x.sum(), Laplace(scale=1.0), observed=0.0)
+        with pytest.raises(ValueError, match="Potential 'pot'"):
+            DataAugmentation([x])
+
+
+# --------------------------------------------------------------------------- step mechanics
+def test_step_does_not_modify_point_and_pickles(rng):
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=10)
+        Release("z", x.sum(), Laplace(scale=1.0), observed=4.0)
+        step = DataAugmentation([x], rng=1)
+    point = model.initial_point()
+    before = {k: v.copy() for k, v in point.items()}
+    new, [_st] = step.step(point)
+    assert all(np.array_equal(point[k], before[k]) for k in point)
+    assert new["x"] is not point["x"]
+    clone = cloudpickle.loads(cloudpickle.dumps(step))
+    a = np.random.default_rng(5)
+    step.setup_chain(np.random.default_rng(5), 0, 1)
+    clone.setup_chain(a, 0, 1)
+    p1, p2 = point, point
+    for _ in range(5):
+        p1, s1 = step.step(p1)
+        p2, s2 = clone.step(p2)
+    assert np.array_equal(p1["x"], p2["x"]) and s1 == s2
+
+
+def test_progressbar_config():
+    cols, stats_ = DataAugmentation._progressbar_config(2)
+    assert set(stats_) == {"da_accept_rate", "da_accept_min"} and len(cols) == 2
+    (upd,) = DataAugmentation._make_progressbar_update_functions()
+    assert upd({"da_accept_rate": 0.5, "da_accept_min": 0.3, "da_accept_mean": 0.6}) == {
+        "da_accept_rate": 0.5,
+        "da_accept_min": 0.3,
+    }
+
+
+def test_same_seed_same_draws_and_spawn(bernoulli_run):
+    model, _idata = bernoulli_run
+    short = dict(draws=50, tune=20, seed=11)
+    a = _sample(model, **short)
+    b = _sample(model, **short)
+    np.testing.assert_array_equal(a.posterior["x"].values, b.posterior["x"].values)
+    np.testing.assert_array_equal(a.posterior["p"].values, b.posterior["p"].values)
+    with model:
+        c = pm.sample(
+            50, tune=20, chains=2, cores=2, mp_ctx="spawn", random_seed=11, progressbar=True,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    np.testing.assert_array_equal(a.posterior["x"].values, c.posterior["x"].values)
+    np.testing.assert_array_equal(a.posterior["p"].values, c.posterior["p"].values)
