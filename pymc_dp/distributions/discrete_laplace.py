@@ -40,7 +40,10 @@ class DiscreteLaplaceRV(RandomVariable):
     def rng_fn(cls, rng, alpha, size):
         # X = G1 - G2 with G_i iid geometric on {0, 1, ...}, P(G = g) = (1 - alpha) alpha^g:
         # P(X = k) = (1-alpha)^2 alpha^|k| sum_j alpha^{2j} = (1-alpha)/(1+alpha) alpha^|k|.
-        p = 1.0 - np.asarray(alpha, dtype=np.float64)
+        alpha = np.asarray(alpha, dtype=np.float64)
+        if not np.all((alpha > 0.0) & (alpha < 1.0)):
+            raise ValueError(f"DiscreteLaplace: alpha must lie in (0, 1), got {alpha!r}")
+        p = 1.0 - alpha
         return rng.geometric(p, size=size) - rng.geometric(p, size=size)
 
 
@@ -51,6 +54,8 @@ discrete_laplace = DiscreteLaplaceRV()
 def _discrete_laplace_numba_core(op, node):
     @numba_njit
     def random(rng, alpha):
+        if not (alpha > 0.0 and alpha < 1.0):
+            raise ValueError("DiscreteLaplace: alpha must lie in (0, 1)")
         p = 1.0 - alpha
         return rng.geometric(p) - rng.geometric(p)
 

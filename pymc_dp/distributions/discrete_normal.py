@@ -54,6 +54,8 @@ class DiscreteNormalRV(RandomVariable):
     @classmethod
     def rng_fn(cls, rng, sigma, size):
         sigma = np.asarray(sigma, dtype=np.float64)
+        if not np.all(np.isfinite(sigma) & (sigma > 0.0)):
+            raise ValueError(f"DiscreteNormal: sigma must be finite and > 0, got {sigma!r}")
         shape = np.broadcast_shapes(sigma.shape, () if size is None else tuple(size))
         sig = np.broadcast_to(sigma, shape)
         out = np.empty(shape, dtype=np.int64)
@@ -69,6 +71,8 @@ discrete_normal = DiscreteNormalRV()
 def _discrete_normal_numba_core(op, node):
     @numba_njit
     def random(rng, sigma):
+        if not (sigma > 0.0 and sigma < math.inf):
+            raise ValueError("DiscreteNormal: sigma must be finite and > 0")
         t = math.floor(sigma) + 1.0
         p = -math.expm1(-1.0 / t)
         c = sigma * sigma / t

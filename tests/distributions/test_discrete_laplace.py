@@ -178,3 +178,11 @@ def test_support_point_and_prior_predictive_and_nuts_vs_grid_posterior():
     res = mcse_check(post, mean)
     assert res.passed, res
     assert not mcse_check(post, mean + 8 * res.mcse).passed  # negative control
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 1.5, np.nan])
+def test_draws_refuse_invalid_alpha(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        pm.draw(DiscreteLaplace.dist(np.float64(alpha)), random_seed=1)
+    with pytest.raises(ValueError, match="alpha"):
+        DiscreteLaplace.rv_op.rng_fn(np.random.default_rng(0), np.float64(alpha), None)

@@ -180,3 +180,11 @@ def test_support_point_prior_predictive_and_nuts_vs_grid_posterior():
     res = mcse_check(post, mean)
     assert res.passed, res
     assert not mcse_check(post, mean + 8 * res.mcse).passed  # negative control
+
+
+@pytest.mark.parametrize("sigma", [0.0, -1.0, np.inf, np.nan])
+def test_draws_refuse_invalid_sigma(sigma):
+    with pytest.raises(ValueError, match="sigma"):
+        pm.draw(DiscreteNormal.dist(np.float64(sigma)), random_seed=1)
+    with pytest.raises(ValueError, match="sigma"):
+        DiscreteNormal.rv_op.rng_fn(np.random.default_rng(0), np.float64(sigma), None)
