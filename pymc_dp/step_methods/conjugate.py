@@ -364,7 +364,10 @@ class _Updater:
                 pos = np.broadcast_to(np.arange(ncell).reshape(bshape), x.shape)
                 counts = np.bincount((pos * k + x).ravel(), minlength=ncell * k).astype(np.float64)
             return (counts.reshape(base_shape),)
-        s = sum_to_shape(x.astype(np.float64, copy=False), eshape).reshape(base_shape)
+        if int(np.prod(eshape)) == 1:  # one parameter cell: a plain (integer-exact) sum
+            s = np.full(base_shape, float(x.sum()))
+        else:
+            s = sum_to_shape(x.astype(np.float64, copy=False), eshape).reshape(base_shape)
         m = x.size // max(int(np.prod(eshape)), 1)  # records per parameter cell (uniform)
         if kind is BinomialRV:
             n = np.broadcast_to(np.asarray(extra, dtype=np.float64), x.shape)
