@@ -19,7 +19,7 @@ Derivation of the analytic Gaussian curve
 -----------------------------------------
 For ``M(x) = x + N(0, σ²)`` and neighbours ``|x - x'| = Δ``, the privacy loss
 ``L = log(p_x(Y)/p_{x'}(Y))`` with ``Y ~ M(x)`` is ``N(η, 2η)`` with ``η = Δ²/(2σ²)``, and the
-tight ``δ`` for a given ``ε`` is ``E[(1 - e^{ε - L})_+]`` (Balle & Wang 2018, Thm. 5), which
+tight ``δ`` for a given ``ε`` is ``E[(1 - e^{ε - L})_+]`` (Balle & Wang 2018, Sec. 3), which
 evaluates to (their Thm. 8)
 
 .. math::
@@ -42,8 +42,9 @@ integral of ``-erfcx'`` by Gauss–Legendre quadrature). When ``a > 0`` we use
 ``b < 0 < a`` nothing cancels) and, by the same identity,
 ``(e^{ε} - 1) Φ(b) = ½ erfcx(-b/√2) e^{-a²/2} (1 - e^{-ε})``, which avoids ``e^{ε}`` overflowing.
 The computed ``a`` carries a rounding error of about ``u (Δ/(2σ) + εσ/Δ)``; where that error could
-move δ (only for absurd ε, beyond about 1e13), the functions raise ``ValueError`` rather than
-return an untrustworthy value.
+move δ (only for absurd parameters: ε beyond about 1e13, or σ/Δ so small that the ε for a
+given δ is beyond about 1e13), the functions raise ``ValueError`` rather than return an
+untrustworthy value.
 ``δ(ε)`` decreases in ``ε`` and in ``σ``, which makes both inverses one-dimensional root finds;
 we solve them in log space (``log δ``, ``log σ``) with Brent's method and then step towards
 more privacy cost until a certified upper bound on ``δ`` (the computed value plus a margin for
