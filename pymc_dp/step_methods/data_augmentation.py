@@ -481,9 +481,9 @@ class DataAugmentation(BlockedStep):
             min_prob = min(min_prob, mn)
             sum_prob += mean * b.n
         stats = {
-            "da_accept_rate": n_acc / n_tot,
-            "da_accept_mean": sum_prob / n_tot,
-            "da_accept_min": min_prob,
+            "da_accept_rate": float(n_acc / n_tot),
+            "da_accept_mean": float(sum_prob / n_tot),
+            "da_accept_min": float(min_prob),
         }
         return new_point, [stats]
 
