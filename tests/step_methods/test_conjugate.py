@@ -345,3 +345,28 @@ def test_with_data_augmentation_matches_exact_posterior():
     mcse = float(az.mcse(draws[None, :]))
     assert abs(draws.mean() - exact) < 4.89 * mcse, (draws.mean(), exact, mcse)
     assert abs(draws.mean() - naive) > 4.89 * mcse, (draws.mean(), naive, mcse)
+
+
+def test_naive_bayes_structure_is_assigned():
+    """Class y and answers x_k form one record; P(Y) and the indexed P(X_k | Y) are conjugate."""
+    import pytensor.tensor as pt
+
+    from pymc_dp.distributions.release import Release
+    from pymc_dp.mechanisms.laplace import Laplace
+    from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+    n, n_class, n_ans = 10, 3, 2
+    with pm.Model() as m:
+        pi = pm.Dirichlet("pi", a=np.full(n_class, 2.0))
+        y = pm.Categorical("y", p=pi, shape=n)
+        th = pm.Dirichlet("th", a=np.full((n_class, n_ans), 2.0))
+        x = pm.Categorical("x", p=th[y], shape=n)
+        one_y = pt.eq(y[:, None], np.arange(n_class)).astype("float64")
+        one_x = pt.eq(x[:, None], np.arange(n_ans)).astype("float64")
+        table = (one_y[:, :, None] * one_x[:, None, :]).sum(0).ravel()
+        Release("z", table, Laplace(epsilon=1.0, sensitivity=2), observed=np.zeros(6))
+        _, selected = assign_step_methods(m, methods=[DataAugmentation, *CONJUGATE_STEPS, NUTS])
+    assert {c.__name__: [v.name for v in vs] for c, vs in selected.items()} == {
+        "DataAugmentation": ["y", "x"],
+        "ConjugateGibbs": ["pi_simplex__", "th_simplex__"],
+    }
