@@ -68,7 +68,7 @@ Examples
 >>> point, [stats] = step.step(model.initial_point())
 >>> point["x"].shape, sorted(stats)
 ((30,), ['da_accept_mean', 'da_accept_min', 'da_accept_rate'])
->>> stats["da_accept_min"] >= np.exp(-1.0)
+>>> stats["da_accept_min"] >= float(np.exp(-1.0))
 True
 """
 
