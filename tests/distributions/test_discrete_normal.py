@@ -188,3 +188,52 @@ def test_draws_refuse_invalid_sigma(sigma):
         pm.draw(DiscreteNormal.dist(np.float64(sigma)), random_seed=1)
     with pytest.raises(ValueError, match="sigma"):
         DiscreteNormal.rv_op.rng_fn(np.random.default_rng(0), np.float64(sigma), None)
+
+
+# ---- logcdf ---------------------------------------------------------------------------------
+
+
+def _ref_logcdf(k, sigma):
+    """P(Y <= k) = T(-k)/Z, T(a) = e^{-a^2/2s^2} sum_j e^{-(2aj+j^2)/2s^2} (fsum over 60 sigma)."""
+
+    def log_tail(a):
+        j = np.arange(int(60 * sigma) + 50, dtype=np.float64)
+        terms = np.exp(-(2.0 * a * j + j * j) / (2.0 * sigma * sigma))
+        return -(a * a) / (2.0 * sigma * sigma) + math.log(math.fsum(terms.tolist()))
+
+    with mp.workdps(50):
+        lz = float(_mp_log_z(sigma))
+    if k < 0:
+        return log_tail(-k) - lz
+    return math.log1p(-math.exp(log_tail(k + 1) - lz))
+
+
+@pytest.fixture(scope="module")
+def pt_logcdf():
+    s = pt.dscalar("sigma")
+    k = pt.lvector("k")
+    lc = pm.logcdf(DiscreteNormal.dist(s), k)
+    return pytensor.function([s, k], [lc, pytensor.grad(lc.sum(), s)])
+
+
+@pytest.mark.parametrize("sigma", [0.05, 0.5, 3.0, 9.99, 10.0, 37.0, 1000.0, 3e4])
+def test_logcdf_vs_reference(sigma, pt_logcdf):
+    ks = np.array([-(10**6), -1000, -100, -30, -10, -3, -1, 0, 1, 2, 10, 100, 1000, 10**5])
+    got, grad = pt_logcdf(sigma, ks)
+    ref = np.array([_ref_logcdf(int(k), sigma) for k in ks])
+    _close(got, ref, tol=1e-11)
+    assert np.isfinite(grad)
+
+
+@pytest.mark.parametrize("sigma", [0.7, 5.0, 12.0, 400.0])
+def test_logcdf_differences_are_the_pmf_and_gradient(sigma, pt_logcdf):
+    ks = np.arange(-40, 41) * max(1, int(sigma / 10))
+    lc = pt_logcdf(sigma, ks)[0]
+    lc_prev = pt_logcdf(sigma, ks - 1)[0]
+    pmf = np.exp(lc) - np.exp(lc_prev)
+    np.testing.assert_allclose(pmf, np.exp(dg.logpmf(ks, sigma)), rtol=1e-9, atol=1e-15)
+    h = 1e-6 * sigma
+    ks2 = np.array([-7, 0, 3])
+    fd = (pt_logcdf(sigma + h, ks2)[0].sum() - pt_logcdf(sigma - h, ks2)[0].sum()) / (2 * h)
+    got = pt_logcdf(sigma, ks2)[1]
+    assert abs(fd - got) <= 1e-5 * max(1.0, abs(got))
