@@ -34,7 +34,8 @@ and, shifting the second sum by :math:`\Delta`, the same value is the sum of *po
           \bigr)\Bigr),
 
 which :func:`delta_exact` sums directly (no cancellation) whenever at most 100 000 terms carry
-mass above :math:`e^{-40}` relative to the first. Beyond that (very large ``sigma`` or
+mass above :math:`e^{-40}` relative to the first (terms with :math:`y < -40\sigma`, each below
+:math:`e^{-800}`, are dropped). Beyond that (very large ``sigma`` or
 ``sensitivity``) it evaluates the two tails by the Euler-Maclaurin formula with three Bernoulli
 corrections, :math:`\sum_{y \ge k} f(y) = \sigma\sqrt{\pi/2}\operatorname{erfc}(u/\sqrt2) + f(k)
 [\tfrac12 + \tfrac{1}{12}\sigma^{-1}He_1(u) - \tfrac{1}{720}\sigma^{-3}He_3(u) +
@@ -229,6 +230,10 @@ _MAX_TERMS = 100_000
 def _tail_em(k: float, sigma: float) -> float:
     """``sum_{y >= k} exp(-y^2/(2 sigma^2))`` for integer ``k`` by Euler-Maclaurin (large sigma)."""
     u = k / sigma
+    if u >= 40.0:  # below exp(-800) relative to Z
+        return 0.0
+    if u <= -40.0:  # all of Z up to exp(-800)
+        return math.exp(float(log_normalizer(sigma)))
     f = math.exp(-0.5 * u * u)
     he1 = u
     he3 = u**3 - 3.0 * u
@@ -251,14 +256,18 @@ def delta_exact(epsilon: float, sigma: float, sensitivity: int) -> float:
     s = float(sigma)
     d = int(sensitivity)
     a = eps * s * s / d - d / 2.0
+    if not a < 40.0 * s:  # delta <= P[Y > 40 s] < exp(-800): 0 in float64
+        return 0.0
     k1 = math.floor(a) + 1  # first integer y > a (the term at y == a is 0 anyway)
     log_z = float(log_normalizer(s))
-    # the summand decays at least like exp(-(y^2 - k1^2)/(2 s^2)) beyond y >= max(k1, 0)
+    # the summand decays at least like exp(-(y^2 - k1^2)/(2 s^2)) beyond y >= max(k1, 0), and
+    # is at most p(y) < exp(-800) for y < -40 s - 2: those terms are dropped
     start0 = max(k1, 0)
+    first = max(k1, -math.ceil(40.0 * s) - 2)
     width = math.sqrt(start0 * start0 + 80.0 * s * s) - start0 + 2.0
-    n_terms = (start0 - k1) + width
+    n_terms = (start0 - first) + width
     if n_terms <= _MAX_TERMS:
-        y = np.arange(k1, start0 + math.ceil(width) + 1, dtype=np.float64)
+        y = np.arange(first, start0 + math.ceil(width) + 1, dtype=np.float64)
         z = y / s
         arg = eps - (2.0 * y * d + d * d) / (2.0 * s * s)
         log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z

@@ -18,6 +18,7 @@ import pytensor.tensor as pt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 import pymc_dp.kernels.discrete_gaussian as dgk
 from pymc_dp.mechanisms.base import PrivacyGuarantee
@@ -107,6 +108,18 @@ def test_delta_large_sigma_euler_maclaurin_vs_direct_sum(monkeypatch):
     direct = [dgk.delta_exact(*c) for c in cases]
     for a, b in zip(em, direct, strict=True):
         assert abs(a / b - 1) <= 1e-9
+
+
+def test_delta_extreme_arguments_finite_and_bounded():
+    cases = [(1.0, 2.0, 10**6), (1.0, 2.0, 10**30), (1e-3, 2e4, 10**30), (1e300, 3.0, 1)]
+    for eps, s, d in cases:
+        v = dgk.delta_exact(eps, s, d)
+        assert 0.0 <= v <= 1.0
+    assert dgk.delta_exact(1.0, 2.0, 10**6) == 1.0  # neighbours 25e4 sigma apart
+    assert dgk.delta_exact(1e300, 3.0, 1) == 0.0
+    # delta(0) is the total variation distance; large sigma vs the continuous 2 Phi(D/2s) - 1
+    tv = dgk.delta_exact(0.0, 3e4, 10**5)
+    assert abs(tv - (2 * stats.norm.cdf(10**5 / 6e4) - 1)) < 1e-8
 
 
 def test_delta_at_and_epsilon_at_edges():
