@@ -219,8 +219,17 @@ def numba_logpmf_scalar(x, sigma):
 
 @numba.njit(cache=True)
 def numba_logpmf(x, params):
-    """Log pmf ``f(x: float64, params: float64[::1])`` with ``params = [sigma]`` (numba)."""
-    return numba_logpmf_scalar(x, params[0])
+    """Log pmf ``f(x: float64, params: float64[::1])`` (numba).
+
+    ``params = [sigma]``, or ``[sigma, log Z(sigma)]`` with the log normaliser precomputed (as
+    :class:`~pymc_dp.mechanisms.discrete_gaussian.DiscreteGaussian` passes it).
+    """
+    if params.size == 1:
+        return numba_logpmf_scalar(x, params[0])
+    if not (math.isfinite(x) and x == math.floor(x)):
+        return -math.inf
+    z = x / params[0]
+    return -0.5 * z * z - params[1]
 
 
 # ---- exact privacy curve ------------------------------------------------------------------------

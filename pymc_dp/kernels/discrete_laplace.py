@@ -140,5 +140,13 @@ def numba_logpmf_scalar(x, log_alpha):
 
 @numba.njit(cache=True)
 def numba_logpmf(x, params):
-    """Log pmf ``f(x: float64, params: float64[::1])`` with ``params = [log_alpha]`` (numba)."""
-    return numba_logpmf_scalar(x, params[0])
+    """Log pmf ``f(x: float64, params: float64[::1])`` (numba).
+
+    ``params = [log_alpha]``, or ``[log_alpha, log((1-alpha)/(1+alpha))]`` with the log
+    normaliser precomputed (as :class:`~pymc_dp.mechanisms.geometric.Geometric` passes it).
+    """
+    if params.size == 1:
+        return numba_logpmf_scalar(x, params[0])
+    if not (math.isfinite(x) and x == math.floor(x)):
+        return -math.inf
+    return params[1] + abs(x) * params[0]

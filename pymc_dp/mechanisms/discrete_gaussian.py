@@ -253,13 +253,13 @@ class DiscreteGaussian(Mechanism):
 
     @property
     def numba_logpdf(self):
-        """``f(x, params)`` with ``params = [sigma]``."""
+        """``f(x, params)`` with ``params`` from :attr:`numba_params`."""
         return _dg.numba_logpmf
 
     @property
     def numba_params(self) -> np.ndarray:
-        """``np.array([sigma])``."""
-        return np.array([self.sigma], dtype=np.float64)
+        """``np.array([sigma, log Z(sigma)])`` (normaliser precomputed)."""
+        return np.array([self.sigma, float(_dg.log_normalizer(self.sigma))], dtype=np.float64)
 
     def noise_dist(self, **kwargs):
         """``DiscreteNormal.dist(sigma, **kwargs)``."""

@@ -27,7 +27,9 @@ privacy loss, more noise) of the requested rate with ``s, t <= 2**61``:
 Everything reported (``guarantee()``, ``alpha``, ``log_alpha``, the log pmf and ``noise_dist``)
 describes the law actually sampled, i.e. the rational rate ``s/t``; :attr:`Geometric.rate` gives
 it exactly. Rates below ``2**-61`` (epsilon/sensitivity < 4.3e-19) cannot be represented and
-raise ``ValueError``.
+raise ``ValueError``; rates above ``2**61`` (``epsilon/sensitivity > 2.3e18``, where the noise is
+0 except with probability below ``exp(-2**61)``) are capped there, and the reported epsilon is
+``sensitivity * 2**61``.
 
 Examples
 --------
@@ -143,13 +145,14 @@ class Geometric(Mechanism):
 
     @property
     def numba_logpdf(self):
-        """``f(x, params)`` with ``params = [log_alpha]``."""
+        """``f(x, params)`` with ``params`` from :attr:`numba_params`."""
         return _dl.numba_logpmf
 
     @property
     def numba_params(self) -> np.ndarray:
-        """``np.array([log_alpha])``."""
-        return np.array([self.log_alpha], dtype=np.float64)
+        """``np.array([log_alpha, log((1 - alpha)/(1 + alpha))])`` (normaliser precomputed)."""
+        norm = float(_dl.log_normalizer(-self.log_alpha))
+        return np.array([self.log_alpha, norm], dtype=np.float64)
 
     def noise_dist(self, **kwargs):
         """``DiscreteLaplace.dist(alpha, **kwargs)``."""
