@@ -334,3 +334,15 @@ def test_empirical_privacy_at_the_worst_event(eps, delta, sens, rng):
     assert lb >= 0.6 * m.delta  # close to the claim
     # negative control: less noise (sigma / 1.3) is caught exceeding the claimed delta
     assert lower_bound(DiscreteGaussian(m.sigma / 1.3, sensitivity=sens)) > delta
+
+
+def test_pickle_roundtrip():
+    import pickle
+
+    m = DiscreteGaussian(epsilon=1.0, delta=1e-6, sensitivity=2)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.guarantee() == m.guarantee() and m2.sigma2 == m.sigma2
+    np.testing.assert_array_equal(
+        m2.sample_noise(50, rng=np.random.default_rng(1)),
+        m.sample_noise(50, rng=np.random.default_rng(1)),
+    )

@@ -239,3 +239,15 @@ def test_empirical_privacy_at_the_worst_event(eps, sens, rng):
     a2 = bad.release(np.zeros(n, dtype=np.int64), rng=rng)
     b2 = bad.release(np.full(n, sens), rng=rng)
     assert empirical_epsilon_lower_bound(a2, b2, lambda y: y <= 0) > eps
+
+
+def test_pickle_roundtrip():
+    import pickle
+
+    m = Geometric(epsilon=0.3, sensitivity=2)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.guarantee() == m.guarantee() and m2.rate == m.rate
+    np.testing.assert_array_equal(
+        m2.sample_noise(50, rng=np.random.default_rng(1)),
+        m.sample_noise(50, rng=np.random.default_rng(1)),
+    )
