@@ -19,6 +19,7 @@ import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pymc.distributions.shape_utils import rv_size_is_none
+from pytensor.graph.basic import Variable
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
@@ -95,6 +96,8 @@ class DiscreteLaplace(Discrete):
 
     @classmethod
     def dist(cls, alpha, **kwargs):
+        if not isinstance(alpha, Variable):  # numbers: float64, never float32 constants
+            alpha = np.asarray(alpha, dtype=np.float64)
         alpha = pt.as_tensor_variable(alpha)
         return super().dist([alpha], **kwargs)
 

@@ -21,6 +21,7 @@ import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pymc.distributions.shape_utils import rv_size_is_none
+from pytensor.graph.basic import Variable
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
@@ -120,6 +121,8 @@ class DiscreteNormal(Discrete):
 
     @classmethod
     def dist(cls, sigma, **kwargs):
+        if not isinstance(sigma, Variable):  # numbers: float64, never float32 constants
+            sigma = np.asarray(sigma, dtype=np.float64)
         sigma = pt.as_tensor_variable(sigma)
         return super().dist([sigma], **kwargs)
 

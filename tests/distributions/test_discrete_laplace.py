@@ -186,3 +186,10 @@ def test_draws_refuse_invalid_alpha(alpha):
         pm.draw(DiscreteLaplace.dist(np.float64(alpha)), random_seed=1)
     with pytest.raises(ValueError, match="alpha"):
         DiscreteLaplace.rv_op.rng_fn(np.random.default_rng(0), np.float64(alpha), None)
+
+
+def test_python_float_parameter_is_float64():
+    """0.5 is exact in float32; the parameter must still be a float64 constant."""
+    x = DiscreteLaplace.dist(0.5)
+    assert x.owner.inputs[-1].dtype == "float64"
+    assert abs(float(pm.logp(x, 3).eval()) - _mp_logpmf(3, 0.5)) <= 1e-15

@@ -237,3 +237,10 @@ def test_logcdf_differences_are_the_pmf_and_gradient(sigma, pt_logcdf):
     fd = (pt_logcdf(sigma + h, ks2)[0].sum() - pt_logcdf(sigma - h, ks2)[0].sum()) / (2 * h)
     got = pt_logcdf(sigma, ks2)[1]
     assert abs(fd - got) <= 1e-5 * max(1.0, abs(got))
+
+
+def test_python_float_parameter_is_float64():
+    """2.0 is exact in float32; the parameter must still be a float64 constant."""
+    x = DiscreteNormal.dist(2.0)
+    assert x.owner.inputs[-1].dtype == "float64"
+    assert abs(float(pm.logp(x, 3).eval()) / _mp_logpmf(3, 2.0) - 1) <= 1e-15
