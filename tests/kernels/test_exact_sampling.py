@@ -195,3 +195,19 @@ def test_million_draws_take_seconds(rng):
     t3 = time.perf_counter()
     # measured ~0.3 s, ~0.5 s, ~0.6 s on the 2-core dev machine; generous bound for shared CI
     assert t1 - t0 < 10 and t2 - t1 < 10 and t3 - t2 < 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["laplace", "gaussian"])
+def test_million_draws_gof_fine_negative_control(which, rng):
+    """10^6 draws: the law passes, and a 1% wrong scale is rejected (power at large N)."""
+    n = 1_000_000
+    if which == "laplace":
+        y = es.sample_discrete_laplace(2, 3, n, rng=rng)
+        assert_gof(chisquare_gof(y, lambda k: dl.logpmf(k, -2 / 3)))
+        assert_rejects(chisquare_gof(y, lambda k: dl.logpmf(k, -2 / 3 / 1.01)))
+    else:
+        params = es.gaussian_rational(Fraction(5.5) ** 2)
+        y = es.sample_discrete_gaussian(*params, n, rng=rng)
+        assert_gof(chisquare_gof(y, lambda k: dg.logpmf(k, 5.5)))
+        assert_rejects(chisquare_gof(y, lambda k: dg.logpmf(k, 5.5 * 1.01)))
