@@ -113,6 +113,7 @@ class _Block:
     params: np.ndarray  # (m, P) numba parameters per component
     logpdf: object  # numba function
     fn: object  # compiled sweep function
+    has_extra: bool  # whether fn also returns per-record observed-child log-ratios
 
 
 def _direct_rv_parents(var, rv_set) -> set:
@@ -304,12 +305,13 @@ class DataAugmentation(BlockedStep):
             cand = self._per_record(T_flat, stats, values, n, batch_leaves)
             if cand is None:
                 continue
-            ok, fn = self._compile_and_check(
+            ok, compiled = self._compile_and_check(
                 model, ip, label, values, prop_vals, T_flat, cand, lw_cur, row_terms, n,
-                compile_kwargs,
+                compile_kwargs, stats, batch_leaves,
             )  # fmt: skip
             if ok:
                 t_flat = cand
+                fn, has_extra = compiled
                 break
         if t_flat is None:
             raise ValueError(
@@ -325,12 +327,23 @@ class DataAugmentation(BlockedStep):
             params=params,
             logpdf=logpdf,
             fn=fn,
+            has_extra=has_extra,
         )
 
     @staticmethod
-    def _per_record(T_flat, stats, values, n, batch_leaves):
-        """Graph of t(x_i) for all i, shape (n, m): the statistic on one-record data sets."""
-        replace = {v: pt.expand_dims(v, 1) for v in values}
+    def _per_record(T_flat, stats, values, n, batch_leaves, props=None):
+        """Graph of t(x_i) for all i, shape (n, m): the statistic on one-record data sets.
+
+        With ``props`` (value var -> proposal), the records are the 2n rows of the current and
+        the proposed records stacked, giving shape (2n, m).
+        """
+
+        def rows(v):
+            if props is None:
+                return v
+            return pt.concatenate([v, props[v] if v in props else v], axis=0)
+
+        replace = {v: pt.expand_dims(rows(v), 1) for v in values}
         if batch_leaves:
             for leaf in graph_inputs(stats):
                 if leaf in replace or isinstance(leaf.type, RandomType):
@@ -342,7 +355,7 @@ class DataAugmentation(BlockedStep):
                 else:
                     continue
                 if len(shape) >= 1 and shape[0] == n:
-                    replace[leaf] = pt.expand_dims(leaf, 1)
+                    replace[leaf] = pt.expand_dims(rows(leaf), 1)
         try:
             t = vectorize_graph(T_flat, replace=replace)
         except Exception:
@@ -352,12 +365,40 @@ class DataAugmentation(BlockedStep):
         return t
 
     def _compile_and_check(
-        self, model, ip, label, values, prop_vals, T_flat, t_flat, lw_cur, row_terms, n, ck
+        self,
+        model,
+        ip,
+        label,
+        values,
+        prop_vals,
+        T_flat,
+        t_flat,
+        lw_cur,
+        row_terms,
+        n,
+        ck,
+        stats,
+        batch_leaves,
     ):
         value_to_prop = dict(zip(values, prop_vals, strict=True))
-        t_prop = graph_replace(t_flat, value_to_prop, strict=False)
-        lw_prop = graph_replace(lw_cur, value_to_prop, strict=False)
-        outputs = [*prop_vals, T_flat, t_flat, t_prop, lw_prop - lw_cur]
+        # t of current and proposed records in ONE vectorized pass over 2n stacked records
+        t_both = self._per_record(T_flat, stats, values, n, batch_leaves, value_to_prop)
+        t_cur, t_prop = t_both[:n], t_both[n:]
+        const = pytensor.shared(np.zeros(T_flat.type.shape[0] or 0, dtype=np.float64))
+        block_set = set(values)
+        free_inputs = [
+            i
+            for i in graph_inputs([T_flat])
+            if not isinstance(i, Constant | SharedVariable) and i not in block_set
+        ]
+        # T = C + sum_i t(x_i); C is a constant (checked below) unless T involves other
+        # variables, in which case T is evaluated directly
+        T_out = T_flat if free_inputs else const + t_cur.sum(0)
+        outputs = [*prop_vals, T_out, t_prop - t_cur]
+        has_extra = bool(lw_cur.owner is not None and not _is_zeros(lw_cur))
+        if has_extra:
+            lw_prop = graph_replace(lw_cur, value_to_prop, strict=False)
+            outputs.append(lw_prop - lw_cur)
         try:
             fn = compile(model.value_vars, outputs, on_unused_input="ignore", **ck)
         except Exception as err:
@@ -406,6 +447,7 @@ class DataAugmentation(BlockedStep):
             for c, _ in consts
         ):
             return False, None
+        const.set_value(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
 
         # 2. conditional independence: changing record j changes only row j of the terms
         a_recs, b_recs = draws
@@ -440,7 +482,7 @@ class DataAugmentation(BlockedStep):
                     "records (a record's prior depends on another record, or an observed child "
                     "couples records); DataAugmentation cannot sample them"
                 )
-        return True, fn
+        return True, (fn, has_extra)
 
     # ------------------------------------------------------------------ sampling
     def _reset_rngs(self):
@@ -464,10 +506,12 @@ class DataAugmentation(BlockedStep):
             res = b.fn(*args)
             k = len(b.names)
             props = res[:k]
-            T, t_cur, t_prop, extra = res[k : k + 4]
-            stat = np.array(T, dtype=np.float64)
-            dt = np.ascontiguousarray(t_prop - t_cur, dtype=np.float64)
-            extra = np.ascontiguousarray(extra, dtype=np.float64)
+            stat = np.array(res[k], dtype=np.float64)
+            dt = np.ascontiguousarray(res[k + 1], dtype=np.float64)
+            if b.has_extra:
+                extra = np.ascontiguousarray(res[k + 2], dtype=np.float64)
+            else:
+                extra = np.zeros(b.n)
             log_u = np.log(self.rng.random(b.n))
             accepted = np.empty(b.n, dtype=np.bool_)
             sweep = specialized_da_sweep(b.logpdf)
@@ -522,6 +566,11 @@ class DataAugmentation(BlockedStep):
             return {k: step_stats[k] for k in ("da_accept_rate", "da_accept_min")}
 
         return (update_stats,)
+
+
+def _is_zeros(var) -> bool:
+    """Whether ``var`` is the literal zeros placeholder (no observed children)."""
+    return getattr(var.tag, "pymc_dp_zeros", False)
 
 
 def _default_mode():

@@ -1,0 +1,213 @@
+"""Benchmark (b): Ju, Awan, Gong & Rao (2022) private linear regression, data augmentation.
+
+Setup (slides, "Application: Linear Regression" and "Simulation Setup"): n = 100 records
+``(x_i, y_i)``, p = 2 predictors ``x_i ~ N((0.9, -1.17), I)``, ``y_i | x_i ~ N(x~_i' beta, 2)``
+with ``beta = (-1.79, -2.89, -0.66)`` (intercept first), prior ``beta_j ~ N(0, 2)``. Predictors
+and response are clamped and normalised to [-1, 1] and the released vector is
+``(X~'y~, y~'y~, X~'X~) + Laplace``, X~ = [1, x~]; both predictors and response are private, so
+each record ``(x_i, y_i)`` is latent and proposed jointly by the DataAugmentation step.
+
+Choices the slides leave open (stated here): clamping bounds ``x_j in [m_j - 4, m_j + 4]``,
+``y in [-15, 8]``; the released components are the 9 non-constant entries
+``X~'y~`` (3), ``y~'y~`` (1) and the upper triangle of ``X~'X~`` without its constant ``n``
+(``sum x1, sum x2, sum x1^2, sum x1 x2, sum x2^2``); one Laplace mechanism with the L1
+sensitivity of that vector, 6 + 1 + 8 = 15, and epsilon = 1 unless ``--eps`` is given.
+
+Step for beta: given the records, beta has the exact Normal full conditional of Bayesian linear
+regression with known variance (``ConjugateRegression`` below, a small benchmark-local step:
+``pymc_dp.step_methods.conjugate.ConjugateGibbs`` handles a Normal parameter that enters a child
+as its mean *itself*, not through a linear predictor). NUTS on beta is timed for comparison.
+
+Timing: ``sampling_time`` from the posterior attrs of ``pm.sample`` (the sampling loop, without
+compilation), 10,000 iterations, one chain, ``cores=1``; plus the time per call of each step
+alone.
+
+Run: ``.venv/bin/python benchmarks/bench_da_regression.py [--eps 1.0] [--iters 10000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+
+from pymc_dp.distributions.release import Release
+from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+N = 100
+BETA = np.array([-1.79, -2.89, -0.66])
+M = np.array([0.9, -1.17])
+SIGMA2 = 2.0
+TAU2 = 2.0
+X_LO, X_HI = M - 4.0, M + 4.0
+Y_LO, Y_HI = -15.0, 8.0
+SENSITIVITY = 15.0
+
+
+def _norm(v, lo, hi):
+    return 2.0 * (pt.clip(v, lo, hi) - lo) / (hi - lo) - 1.0
+
+
+def _norm_np(v, lo, hi):
+    return 2.0 * (np.clip(v, lo, hi) - lo) / (hi - lo) - 1.0
+
+
+def released_stat(Xt, yt, lib):
+    """The 9 released components from normalised predictors Xt (n, 2) and response yt (n,)."""
+    one = lib.ones_like(yt)
+    Xf = lib.stack([one, Xt[:, 0], Xt[:, 1]], axis=1)
+    xy = (Xf * yt[:, None]).sum(0)
+    yy = (yt * yt).sum()[None] if lib is pt else np.atleast_1d((yt * yt).sum())
+    xx = lib.stack(
+        [
+            Xt[:, 0].sum(),
+            Xt[:, 1].sum(),
+            (Xt[:, 0] ** 2).sum(),
+            (Xt[:, 0] * Xt[:, 1]).sum(),
+            (Xt[:, 1] ** 2).sum(),
+        ]
+    )
+    return lib.concatenate([xy, yy, xx])
+
+
+@numba.njit(cache=True)
+def _conjugate_draw(X, y, e, s2, t2):  # pragma: no cover - compiled
+    """beta | X, y ~ N(V Xf'y / s2, V), V = (Xf'Xf / s2 + I / t2)^-1, Xf = [1, X]."""
+    prec = np.zeros((3, 3))
+    rhs = np.zeros(3)
+    for i in range(X.shape[0]):
+        row = (1.0, X[i, 0], X[i, 1])
+        for a in range(3):
+            rhs[a] += row[a] * y[i]
+            for c in range(3):
+                prec[a, c] += row[a] * row[c]
+    prec /= s2
+    rhs /= s2
+    for a in range(3):
+        prec[a, a] += 1.0 / t2
+    chol = np.linalg.cholesky(prec)
+    mean = np.linalg.solve(prec, rhs)
+    return mean + np.linalg.solve(chol.T, e)
+
+
+class ConjugateRegression(BlockedStep):
+    """Exact Gibbs draw of regression coefficients: N(V X'y / s2, V), V = (X'X/s2 + I/t2)^-1."""
+
+    name = "conjugate_regression"
+    stats_dtypes_shapes = {}  # noqa: RUF012
+
+    def __init__(self, vars, x_name, y_name, *, model=None, blocked=True, rng=None, **kwargs):
+        model = pm.modelcontext(model)
+        self.vars = get_value_vars_from_user_vars(vars, model)
+        self.blocked = True
+        self.rng = get_random_generator(rng)
+        self._b, self._x, self._y = self.vars[0].name, x_name, y_name
+
+    def step(self, point):
+        new = dict(point)
+        new[self._b] = _conjugate_draw(
+            point[self._x], point[self._y], self.rng.standard_normal(3), SIGMA2, TAU2
+        )
+        return new, []
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+
+def build(eps, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(M, 1.0, size=(N, 2))
+    y = BETA[0] + X @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
+    stat = released_stat(_norm_np(X, X_LO, X_HI), _norm_np(y, Y_LO, Y_HI), np)
+    mech = Laplace(epsilon=eps, sensitivity=SENSITIVITY)
+    z = mech.release(stat, rng=rng)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
+        Xr = pm.Normal("X", M, 1.0, shape=(N, 2))
+        yr = pm.Normal("y", beta[0] + Xr @ beta[1:], np.sqrt(SIGMA2), shape=N)
+        Release("z", released_stat(_norm(Xr, X_LO, X_HI), _norm(yr, Y_LO, Y_HI), pt), mech,
+                observed=z)  # fmt: skip
+    return model, (X, y, z)
+
+
+def per_call(step, point, k=2000):
+    for _ in range(20):
+        point, _ = step.step(point)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(k):
+        point, _ = step.step(point)
+    wall = (time.perf_counter() - t0) / k * 1e6
+    cpu = (time.process_time() - c0) / k * 1e6
+    return wall, cpu, point
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--eps", type=float, default=1.0)
+    ap.add_argument("--iters", type=int, default=10_000)
+    ap.add_argument("--nuts", action="store_true", help="also time NUTS on beta")
+    args = ap.parse_args()
+    model, _ = build(args.eps, seed=2022)
+    with model:
+        t0 = time.perf_counter()
+        da = DataAugmentation([model["X"], model["y"]], rng=1)
+        t_build = time.perf_counter() - t0
+        cg = ConjugateRegression([model["beta"]], "X", "y", rng=2)
+    us_da, cpu_da, pt_ = per_call(da, model.initial_point())
+    us_cg, cpu_cg, _ = per_call(cg, pt_)
+    print(f"load average: {os.getloadavg()}")
+    print(f"DataAugmentation build (graph analysis + compile): {t_build:.2f} s")
+    print(
+        f"per call (wall / CPU): DA sweep {us_da:.1f} / {cpu_da:.1f} us, "
+        f"conjugate beta {us_cg:.1f} / {cpu_cg:.1f} us"
+    )
+    with model:
+        c0 = time.process_time()
+        idata = pm.sample(
+            args.iters, tune=0, chains=1, cores=1, step=[da, cg], random_seed=3,
+            progressbar=False, compute_convergence_checks=False, discard_tuned_samples=False,
+        )  # fmt: skip
+        cpu_all = time.process_time() - c0
+    st = idata.sample_stats
+    t_s = idata.posterior.attrs["sampling_time"]
+    print(f"CPU time of the whole pm.sample call (incl. setup): {cpu_all:.3f} s")
+    print(
+        f"eps={args.eps}: {args.iters} iterations DA + conjugate beta: sampling_time {t_s:.3f} s"
+        f" ({t_s / args.iters * 1e6:.1f} us/iter)"
+    )
+    print(
+        "acceptance: mean rate {:.3f}, mean of per-sweep min {:.3f}, overall min {:.3f}".format(
+            float(st["da_accept_rate"].mean()),
+            float(st["da_accept_min"].mean()),
+            float(st["da_accept_min"].min()),
+        )
+    )
+    b = idata.posterior["beta"].values[0]
+    print("posterior mean beta (after 1000 burn-in):", np.round(b[1000:].mean(0), 3))
+    if args.nuts:
+        with model:
+            idata2 = pm.sample(
+                args.iters, tune=1000, chains=1, cores=1, step=[da], random_seed=3,
+                progressbar=False, compute_convergence_checks=False,
+            )  # fmt: skip
+        t2 = idata2.posterior.attrs["sampling_time"]
+        print(
+            f"eps={args.eps}: {args.iters}+1000 tune iterations DA + NUTS(beta): "
+            f"sampling_time {t2:.3f} s"
+        )
+        print(
+            "posterior mean beta (NUTS):", np.round(idata2.posterior["beta"].values[0].mean(0), 3)
+        )
+
+
+if __name__ == "__main__":
+    main()
