@@ -222,6 +222,41 @@ def test_public_predictor_private_response_exact_posterior():
     assert not mcse_check(d, z / (A + 1)).passed
 
 
+def test_private_record_with_public_observed_child_exact_posterior():
+    """x_i ~ N(mu, 1) private, y_i ~ N(x_i, 1) public (observed child), z = sum x + Laplace(3).
+
+    The observed child's per-record likelihood ratio enters the acceptance ratio. Given mu and
+    y: x_i ~ N((mu + y_i) / 2, 1/2), so S = sum x ~ N((n mu + sum y) / 2, n / 2) and
+    y_i | mu ~ N(mu, 2); quadrature over mu.
+    """
+    rng = np.random.default_rng(11)
+    n, b, z = 8, 3.0, 0.0
+    y_obs = rng.normal(1.0, np.sqrt(2.0), size=n)
+    sy = float(y_obs.sum())
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pm.Normal("x", mu, 1.0, shape=n)
+        pm.Normal("y", x, 1.0, observed=y_obs)
+        Release("z", x.sum(), Laplace(scale=b), observed=z)
+    idata = _sample(model, draws=2500)
+    theta = np.linspace(-6, 6, 3001)
+
+    def log_prior(t):
+        return -0.5 * t**2 - 0.25 * ((y_obs[None, :] - t[:, None]) ** 2).sum(1)
+
+    mean, qf = _grid_posterior(
+        theta, log_prior, lambda t: (n * t + sy) / 2, lambda t: np.full_like(t, n / 2), z, b
+    )
+    d = idata.posterior["mu"].values
+    res = mcse_check(d, mean)
+    assert res.passed, res
+    _check_quantiles(d, qf)
+    # negative control: noise-ignoring posterior (S = z exactly), on the same grid
+    lp = log_prior(theta) - 0.5 * (z - (n * theta + sy) / 2) ** 2 / (n / 2)
+    w = np.exp(lp - lp.max())
+    assert not mcse_check(d, float(np.sum(theta * w) / np.sum(w))).passed
+
+
 # --------------------------------------------------------------------------- assignment
 def _assignment(model, methods):
     with model:
