@@ -1,0 +1,258 @@
+r"""Exact sampler and log-pmf kernels for the Bessel distribution :math:`\mathrm{Bes}(\nu, a)`.
+
+The Bessel distribution (Yuan & Kalbfleisch 2000; Schein et al. 2019, eqs. 12-13) has pmf
+
+.. math:: P(N = n) = \frac{(a/2)^{2n+\nu}}{I_\nu(a)\, n!\, \Gamma(n+\nu+1)}, \qquad n = 0, 1, \dots
+
+for :math:`\nu \ge 0` (real) and :math:`a \ge 0` (:math:`a = 0` is the point mass at 0). It
+arises in the Skellam augmentation: if :math:`K = Y_1 - Y_2` with independent
+:math:`Y_i \sim \mathrm{Poisson}(\lambda_i)`, then
+:math:`\min(Y_1, Y_2) \mid K \sim \mathrm{Bes}(|K|, 2\sqrt{\lambda_1\lambda_2})`
+(Schein et al. 2019, Theorem 3 and eq. 13; eq. 12 as printed there shows
+:math:`2\sqrt{2\lambda^{(+)}\lambda^{(-)}}`, but the conditional pmf
+:math:`\propto (\lambda_1\lambda_2)^m / (m!(m+|K|)!)` gives :math:`a = 2\sqrt{\lambda_1\lambda_2}`).
+
+Sampler: mode-centred rejection for a discrete log-concave law (after Devroye 2002, "Simulating
+Bessel random variables", whose algorithms rest on the log-concavity of the pmf and on its mode;
+this is a reconstruction, not a transcription). Let :math:`g(n) = \log P(n) + \text{const}
+= 2n\log(a/2) - \log n! - \log\Gamma(n+\nu+1)`.
+
+* Log-concavity: :math:`g(n+1) - g(n) = 2\log(a/2) - \log(n+1) - \log(n+\nu+1)` decreases in
+  :math:`n`.
+* Mode: :math:`P(n+1) \ge P(n) \iff (n+1)(n+1+\nu) \le a^2/4`, so
+  :math:`m = \lfloor q^\ast \rfloor` with
+  :math:`q^\ast = (\sqrt{\nu^2 + a^2} - \nu)/2 = a^2 / (2(\sqrt{\nu^2+a^2} + \nu))`.
+* Hat: with :math:`\sigma^{-2} = 1/(m+1) + 1/(m+\nu+1)` (minus the curvature of :math:`g` at the
+  mode) and :math:`\delta = \max(1, \lfloor 1.1\,\sigma \rceil)`, set :math:`n_R = m + \delta`,
+  :math:`n_L = m - \delta`. The hat is :math:`e^{g(m)}` on the centre
+  :math:`[c_L, n_R - 1]`, the tangent-line geometric tail
+  :math:`e^{g(n_R) + s_R (n - n_R)}`, :math:`s_R = g(n_R+1) - g(n_R) < 0`, for :math:`n \ge n_R`,
+  and, if :math:`n_L \ge 1`, the tail :math:`e^{g(n_L) - s_L (n_L - n)}`,
+  :math:`s_L = g(n_L) - g(n_L - 1) > 0`, for :math:`n \le n_L` (then :math:`c_L = n_L + 1`,
+  else :math:`c_L = 0`). Concavity makes each tail line an upper bound of :math:`g` on its side
+  (the increments beyond :math:`n_R` are :math:`\le s_R`, those below :math:`n_L` are
+  :math:`\ge s_L`), and :math:`g \le g(m)` on the centre, so the hat dominates the pmf and
+  rejection returns *exact* draws (up to floating-point evaluation of :math:`g`).
+* Cost: the expected number of proposals is the hat mass over the pmf mass; for large
+  :math:`\sigma` it tends to that of a flat-top-plus-exponential hat over a normal density,
+  :math:`\approx 1.28`, and for small :math:`\sigma` the centre holds the mode alone. Measured
+  on a grid of :math:`\nu \in [0, 10^4]`, :math:`a \in [10^{-3}, 10^4]` it is at most about 1.6
+  (see :func:`expected_proposals`). No normalising constant (no Bessel function) is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from pymc_dp.math.bessel import log_iv_scalar
+
+__all__ = [
+    "bessel_draw",
+    "bessel_logpmf",
+    "bessel_logpmf_scalar",
+    "bessel_mode",
+    "expected_proposals",
+    "sample_bessel",
+]
+
+_SPREAD = 1.1
+
+
+@numba.njit(cache=True)
+def bessel_logpmf_scalar(n, nu, a):
+    r"""Bessel log-pmf :math:`\log P(N = n)` (numba scalar kernel).
+
+    NaN for invalid parameters (:math:`\nu < 0`, :math:`a < 0`, non-finite), :math:`-\infty`
+    outside the support.
+    """
+    n = float(n)
+    nu = float(nu)
+    a = float(a)
+    if not (nu >= 0.0 and a >= 0.0 and nu < np.inf and a < np.inf):
+        return np.nan
+    if n < 0.0 or n != math.floor(n):
+        return -np.inf
+    if a == 0.0:
+        return 0.0 if n == 0.0 else -np.inf
+    return (
+        (2.0 * n + nu) * math.log(0.5 * a)
+        - log_iv_scalar(nu, a)
+        - math.lgamma(n + 1.0)
+        - math.lgamma(n + nu + 1.0)
+    )
+
+
+@numba.vectorize(
+    ["float64(float64, float64, float64)", "float64(int64, float64, float64)"], cache=True
+)
+def _bessel_logpmf_ufunc(n, nu, a):
+    return bessel_logpmf_scalar(n, nu, a)
+
+
+def bessel_logpmf(n, nu, a):
+    """Bessel log-pmf on numpy arrays (broadcasting).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(np.exp(bessel_logpmf(np.arange(200), 3.0, 20.0)).sum())
+    1.0000000000...
+    """
+    return _bessel_logpmf_ufunc(
+        np.asarray(n, dtype=np.float64),
+        np.asarray(nu, dtype=np.float64),
+        np.asarray(a, dtype=np.float64),
+    )
+
+
+@numba.njit(cache=True)
+def bessel_mode(nu, a):
+    r"""Mode :math:`\lfloor a^2 / (2(\sqrt{\nu^2+a^2}+\nu)) \rfloor` (numba scalar kernel)."""
+    if a == 0.0:
+        return 0.0
+    return math.floor(a * a / (2.0 * (math.hypot(nu, a) + nu)))
+
+
+@numba.njit(cache=True)
+def _g(n, nu, two_log_half_a):
+    return n * two_log_half_a - math.lgamma(n + 1.0) - math.lgamma(n + nu + 1.0)
+
+
+@numba.njit(cache=True)
+def _hat(nu, a):
+    """Hat of the rejection sampler: mode, bounds, log-heights, slopes and masses (units p(m))."""
+    tl = 2.0 * math.log(0.5 * a)
+    m = bessel_mode(nu, a)
+    sigma = 1.0 / math.sqrt(1.0 / (m + 1.0) + 1.0 / (m + nu + 1.0))
+    delta = max(1.0, math.floor(_SPREAD * sigma + 0.5))
+    gm = _g(m, nu, tl)
+    n_right = m + delta
+    g_right = _g(n_right, nu, tl) - gm
+    s_right = _g(n_right + 1.0, nu, tl) - gm - g_right
+    w_right = math.exp(g_right) / (-math.expm1(s_right))
+    n_left = m - delta
+    if n_left >= 1.0:
+        g_left = _g(n_left, nu, tl) - gm
+        s_left = g_left - (_g(n_left - 1.0, nu, tl) - gm)
+        w_left = math.exp(g_left) / (-math.expm1(-s_left))
+        c_left = n_left + 1.0
+    else:
+        g_left = 0.0
+        s_left = 0.0
+        w_left = 0.0
+        c_left = 0.0
+    w_centre = n_right - c_left
+    return (
+        m,
+        c_left,
+        n_left,
+        n_right,
+        gm,
+        g_left,
+        g_right,
+        s_left,
+        s_right,
+        w_centre,
+        w_right,
+        w_left,
+    )
+
+
+@numba.njit(cache=True)
+def bessel_draw(rng, nu, a):
+    r"""One exact draw from :math:`\mathrm{Bes}(\nu, a)` (numba; ``rng`` a numpy Generator)."""
+    nu = float(nu)
+    a = float(a)
+    if not (nu >= 0.0 and a >= 0.0 and nu < np.inf and a < np.inf):
+        raise ValueError("Bessel draw needs finite nu >= 0 and a >= 0")
+    if a == 0.0:
+        return 0
+    tl = 2.0 * math.log(0.5 * a)
+    (_m, c_left, n_left, n_right, gm, g_left, g_right, s_left, s_right, w_c, w_r, w_l) = _hat(nu, a)
+    total = w_c + w_r + w_l
+    while True:
+        u = rng.random() * total
+        if u < w_c:
+            n = c_left + math.floor(u)
+            if n >= n_right:  # guard against rounding at the upper edge
+                continue
+            log_hat = 0.0
+        elif u < w_c + w_r:
+            j = math.floor(rng.standard_exponential() / (-s_right))
+            n = n_right + j
+            log_hat = g_right + s_right * j
+        else:
+            j = math.floor(rng.standard_exponential() / s_left)
+            n = n_left - j
+            if n < 0.0:
+                continue
+            log_hat = g_left - s_left * j
+        log_target = _g(n, nu, tl) - gm
+        if math.log(rng.random()) <= log_target - log_hat:
+            return int(n)
+
+
+@numba.njit(cache=True)
+def _sample_flat(nu, a, rng, out):
+    for i in range(out.size):
+        out[i] = bessel_draw(rng, nu[i], a[i])
+
+
+def sample_bessel(nu, a, rng=None, size=None):
+    r"""Exact draws from :math:`\mathrm{Bes}(\nu, a)`, vectorised (numba) over arrays.
+
+    Parameters
+    ----------
+    nu : array_like of float
+        Orders, finite and >= 0 (real orders allowed).
+    a : array_like of float
+        Arguments, finite and >= 0.
+    rng : numpy.random.Generator or int or None
+        Source of randomness.
+    size : tuple of int, optional
+        Output shape; ``nu`` and ``a`` must broadcast to it. Default: their broadcast shape.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = sample_bessel(np.array([0.0, 5.0, 1e4]), np.array([1.0, 30.0, 1e4]), rng=1)
+    >>> x.dtype, x.shape
+    (dtype('int64'), (3,))
+    """
+    rng = np.random.default_rng(rng)
+    nu = np.asarray(nu, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    shape = np.broadcast_shapes(nu.shape, a.shape) if size is None else tuple(np.atleast_1d(size))
+    nu_b = np.ascontiguousarray(np.broadcast_to(nu, shape)).ravel()
+    a_b = np.ascontiguousarray(np.broadcast_to(a, shape)).ravel()
+    if not (np.all(np.isfinite(nu_b)) and np.all(nu_b >= 0)):
+        raise ValueError(f"nu must be finite and >= 0, got {nu!r}")
+    if not (np.all(np.isfinite(a_b)) and np.all(a_b >= 0)):
+        raise ValueError(f"a must be finite and >= 0, got {a!r}")
+    out = np.empty(nu_b.size, dtype=np.int64)
+    _sample_flat(nu_b, a_b, rng, out)
+    return out.reshape(shape)
+
+
+def expected_proposals(nu, a):
+    r"""Expected number of proposals per draw (hat mass / pmf mass) at one ``(nu, a)``.
+
+    Examples
+    --------
+    >>> 1.0 <= expected_proposals(10.0, 100.0) < 1.6
+    True
+    """
+    nu = float(nu)
+    a = float(a)
+    if a == 0.0:
+        return 1.0
+    _, _, _, _, gm, _, _, _, _, w_c, w_r, w_l = _hat(nu, a)
+    log_pm = gm + nu * math.log(0.5 * a) - float(log_iv_scalar(nu, a))
+    return float((w_c + w_r + w_l) * math.exp(log_pm))
