@@ -319,6 +319,7 @@ def finite_support_marginal(value, base_rv, mechanism):
     value = pt.as_tensor_variable(value)
     ndim = max(value.ndim, base_rv.ndim)
     k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), ndim)
+    k = pt.broadcast_to(k, (k.shape[0], *pt.broadcast_shape(value, base_rv)))
     base_lp = pm.logp(base_rv, k, warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - k)
     return safe_logsumexp(base_lp + noise_lp, axis=0)
@@ -341,33 +342,85 @@ def _window_halfwidth(mechanism) -> int:
     return math.ceil(w) + 1
 
 
+def _count_tails(base_rv):
+    """``(center, below(k), above(k))``: upper bounds on ``log P(Y <= k - 1)``, ``log P(Y > k)``.
+
+    Each bound is the smaller of two valid upper bounds: the regularized incomplete gamma /
+    beta function in the direction that is relatively accurate in the tail (an underflow to 0
+    is replaced by 1e-300, still an upper bound), and, where it applies, the geometric-series
+    bound ``P(Y > k) <= p(k + 1) / (1 - rho)`` with ``rho`` an upper bound on the ratios
+    ``p(j + 1) / p(j)`` for ``j > k`` (and the mirror image below), which stays in log space.
+    """
+    name = type(base_rv.owner.op).__name__
+    params = _params(base_rv)
+    tiny = np.float64(1e-300)
+    one = np.float64(1.0)
+
+    def lpmf(k):
+        return pm.logp(base_rv, pt.maximum(k, 0.0).astype("int64"), warn_rvs=False)
+
+    if name == "PoissonRV":
+        (mu,) = params
+        mu = pt.as_tensor_variable(mu).astype("float64")
+
+        def below(k):  # P(Y <= k - 1) = Q(k, mu), k >= 1; ratios p(j-1)/p(j) = j/mu
+            inc = pt.log(pt.maximum(pt.gammaincc(pt.maximum(k, 1.0), mu), tiny))
+            rho = (k - 1.0) / mu
+            geo = lpmf(k - 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
+            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
+
+        def above(k):  # P(Y > k) = P(k + 1, mu); ratios p(j+1)/p(j) = mu/(j+1) <= mu/(k+2)
+            inc = pt.log(pt.maximum(pt.gammainc(k + 1.0, mu), tiny))
+            rho = mu / (k + 2.0)
+            geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
+            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
+
+        return mu, below, above
+    if name == "NegBinomialRV":
+        n, p = params
+        n = pt.as_tensor_variable(n).astype("float64")
+        p = pt.as_tensor_variable(p).astype("float64")
+
+        def below(k):  # P(Y <= k - 1) = I_p(n, k)
+            return pt.log(pt.maximum(pt.betainc(n, pt.maximum(k, 1.0), p), tiny))
+
+        def above(k):  # P(Y > k) = I_{1-p}(k + 1, n); p(j+1)/p(j) = (j + n)/(j + 1) (1 - p)
+            inc = pt.log(pt.maximum(pt.betainc(k + 1.0, n, one - p), tiny))
+            rho = (one - p) * pt.maximum((k + 1.0 + n) / (k + 2.0), one)
+            geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
+            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
+
+        return n * (one - p) / p, below, above
+    raise NotImplementedError(f"no tail bounds for {name}")
+
+
 def truncated_sum_marginal(value, base_rv, mechanism):
-    """Non-negative integer base, symmetric unimodal noise: windowed sum with asserted tail.
+    """Poisson / NegativeBinomial base, symmetric unimodal noise: windowed sum, asserted tail.
 
     See the module docstring for the bound. Returns ``-inf`` where the bound cannot be
     certified at ``TAIL_TOL``.
     """
     value = pt.as_tensor_variable(value).astype("float64")
-    w = _window_halfwidth(mechanism)
     value = pt.broadcast_to(value, pt.broadcast_shape(value, base_rv))
-    if mechanism.integer:
-        c = pt.maximum(pt.round(value), 0.0)
-        offsets = np.arange(-w, w + 1, dtype=np.float64)
-    else:
-        c = pt.maximum(pt.floor(value), 0.0)
-        offsets = np.arange(-w, w + 2, dtype=np.float64)
-    y = pt.shape_padleft(c) + _grid_axis(pt.as_tensor(offsets), c.ndim)
-    y_valid = y >= 0
-    y_safe = pt.switch(y_valid, y, 0.0).astype("int64")
-    base_lp = pt.switch(y_valid, pm.logp(base_rv, y_safe, warn_rvs=False), -np.inf)
+    w = _window_halfwidth(mechanism)
+    center, log_below, log_above = _count_tails(base_rv)
+    center = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
+    c = pt.floor(value) if not mechanism.integer else pt.round(value)
+    c = pt.clip(c, 0.0, np.float64(2.0**52))
+    start = pt.maximum(pt.minimum(c, center) - w, 0.0)
+    length = zero_grad(pt.max(pt.maximum(c, center) + w + 1.0 - start)).astype("int64") + 1
+    steps = pt.arange(length).astype("float64")
+    y = pt.shape_padleft(start) + _grid_axis(steps, start.ndim)
+    end = start + (length - 1).astype("float64")
+    base_lp = pm.logp(base_rv, y.astype("int64"), warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - y)
     lse = safe_logsumexp(base_lp + noise_lp, axis=0)
-    # nearest neglected point on either side
-    hi_gap = c + offsets[-1] + 1.0 - value
-    lo_out = c + offsets[0] - 1.0
-    lo_gap = pt.switch(lo_out >= 0, value - lo_out, np.inf)
-    gap = pt.minimum(hi_gap, lo_gap)
-    bound = mechanism.logpdf_pt(gap)
+    # neglected mass: sup of eta beyond each end times the base tail probability there
+    upper = mechanism.logpdf_pt(end + 1.0 - value) + log_above(end)
+    lower = pt.switch(
+        start > 0, mechanism.logpdf_pt(value - (start - 1.0)) + log_below(start), -np.inf
+    )
+    bound = pt.logaddexp(upper, lower)
     ok = zero_grad(bound - lse) <= np.float64(math.log(TAIL_TOL))
     return pt.switch(ok, lse, -np.inf)
 
