@@ -49,9 +49,11 @@ A model failing any check gets a ``ValueError`` naming the variable and the reas
 posterior. Public record parts that are *parents* of the private part (public predictors,
 private response) need nothing special: they are data in the proposal.
 
-Not supported (clear error): statistics that are not sums over records (no slower exact path
-yet), releases of one record block whose mechanisms use different numba log-densities,
-scalar record variables.
+Statistics that are not sums over records (``max``, medians, centred sums ...) and record blocks
+whose releases use mechanisms of different families take an exact but slower generic path: one
+compiled ``scan`` over the records that swaps record ``i`` in, recomputes the whole statistic
+(O(n) per record, O(n^2) per sweep) and accepts with the PyTensor noise log-densities
+(``Mechanism.logpdf_pt``). Scalar record variables are refused (no record axis).
 
 Examples
 --------
@@ -114,6 +116,7 @@ class _Block:
     logpdf: object  # numba function
     fn: object  # compiled sweep function
     has_extra: bool  # whether fn also returns per-record observed-child log-ratios
+    generic: bool = False  # True: fn runs the whole sweep (non-additive statistic)
 
 
 def _direct_rv_parents(var, rv_set) -> set:
@@ -243,12 +246,9 @@ class DataAugmentation(BlockedStep):
         if not releases:
             raise ValueError(f"record variable(s) [{label}] feed no observed Release")
 
-        funcs = {id(r.owner.op.mechanism.numba_logpdf) for r in releases}
-        if len(funcs) > 1:
-            raise NotImplementedError(
-                f"the releases {[r.name for r in releases]} of records [{label}] use mechanisms "
-                "of different families; one DataAugmentation block needs one noise family"
-            )
+        # the compiled kernel takes one noise log-density; releases of several families go
+        # through the exact generic path (PyTensor log-densities of every mechanism)
+        one_family = len({id(r.owner.op.mechanism.numba_logpdf) for r in releases}) == 1
         logpdf = releases[0].owner.op.mechanism.numba_logpdf
 
         # released values and mechanism parameters, one row per flattened component
@@ -301,7 +301,7 @@ class DataAugmentation(BlockedStep):
         prop_vals = [pt.cast(p, v.dtype) for p, v in zip(prop_vals, values, strict=True)]
 
         t_flat = None
-        for batch_leaves in (True, False):
+        for batch_leaves in (True, False) if one_family else ():
             cand = self._per_record(T_flat, stats, values, n, batch_leaves)
             if cand is None:
                 continue
@@ -313,12 +313,12 @@ class DataAugmentation(BlockedStep):
                 t_flat = cand
                 fn, has_extra = compiled
                 break
-        if t_flat is None:
-            raise ValueError(
-                f"the statistic of the release(s) {[r.name for r in releases]} is not a sum over "
-                f"the records [{label}] of per-record terms (T(x) = C + sum_i t(x_i) failed "
-                "numerically); DataAugmentation has no exact path for such statistics yet"
-            )
+        generic = t_flat is None
+        if generic:
+            fn, has_extra = self._build_generic(
+                model, ip, label, releases, values, prop_vals, T_flat, z, lw_cur, row_terms, n,
+                compile_kwargs,
+            )  # fmt: skip
         return _Block(
             names=names,
             n=n,
@@ -328,7 +328,92 @@ class DataAugmentation(BlockedStep):
             logpdf=logpdf,
             fn=fn,
             has_extra=has_extra,
+            generic=generic,
         )
+
+    def _build_generic(
+        self, model, ip, label, releases, values, prop_vals, T_flat, z, lw_cur, row_terms, n, ck
+    ):
+        """Exact path for a statistic that is not a sum over records: recompute T per record.
+
+        One compiled function runs the whole sweep as a ``scan`` over records: record ``i`` is
+        swapped into the current records, the statistic recomputed (O(n) per record, O(n^2) per
+        sweep) and the swap accepted with the release density ratio (mechanism ``logpdf_pt``).
+        """
+        names = [v.name for v in values]
+        pos = [self._input_names.index(nm) for nm in names]
+        args = [np.asarray(ip[name]) for name in self._input_names]
+        prop_fn = compile(model.value_vars, prop_vals, on_unused_input="ignore", **ck)
+        rows_fn = compile(model.value_vars, pt.stack(row_terms), on_unused_input="ignore", **ck)
+        _reseed(prop_fn, np.random.default_rng(12345))
+        try:
+            draws = [[np.array(r) for r in prop_fn(*args)] for _ in range(2)]
+        except Exception as err:
+            raise ValueError(
+                f"record variable(s) [{label}] cannot be forward-sampled given their parents, "
+                f"so DataAugmentation cannot propose them: {type(err).__name__}: {err}"
+            ) from err
+
+        def rows_at(recs):
+            a = list(args)
+            for p_, r in zip(pos, recs, strict=True):
+                a[p_] = r
+            return np.asarray(rows_fn(*a), dtype=np.float64)
+
+        _check_rows(rows_at, draws, n, label)
+
+        mechs = [r.owner.op.mechanism for r in releases]
+        sizes = [int(np.prod(np.shape(extract_obs_data(model.rvs_to_values[r])))) for r in releases]
+        z_c = pt.as_tensor(np.asarray(z, dtype=np.float64))
+
+        def log_eta(T):
+            out, k = pt.as_tensor(np.float64(0.0)), 0
+            for mech, size in zip(mechs, sizes, strict=True):
+                out = out + mech.logpdf_pt(z_c[k : k + size] - T[k : k + size]).sum()
+                k += size
+            return out
+
+        has_extra = not _is_zeros(lw_cur)
+        value_to_prop = dict(zip(values, prop_vals, strict=True))
+        extra = (
+            graph_replace(lw_cur, value_to_prop, strict=False) - lw_cur
+            if has_extra
+            else pt.zeros((n,), "float64")
+        )
+        log_u = pt.vector("log_u", dtype="float64")
+        props = list(prop_vals)
+        cur_T = T_flat
+
+        k = len(values)
+
+        def body(i, lu, ex, lp_cur, *rest):
+            cur, props_in = rest[:k], rest[k:]
+            swapped = [pt.set_subtensor(c[i], p_[i]) for c, p_ in zip(cur, props_in, strict=True)]
+            T_new = graph_replace(cur_T, dict(zip(values, swapped, strict=True)), strict=False)
+            lp_new = log_eta(T_new)
+            log_r = lp_new - lp_cur + ex
+            acc = pt.lt(lu, log_r)
+            prob = pt.exp(pt.minimum(log_r, 0.0))
+            new = [pt.switch(acc, s_, c) for s_, c in zip(swapped, cur, strict=True)]
+            return [pt.switch(acc, lp_new, lp_cur), *new, pt.cast(acc, "float64"), prob]
+
+        lp0 = log_eta(T_flat)
+        outs = pytensor.scan(
+            body,
+            sequences=[pt.arange(n), log_u, extra],
+            outputs_info=[lp0, *values, None, None],
+            non_sequences=props,
+            return_updates=False,
+        )
+        final = [o[-1] for o in outs[1 : 1 + len(values)]]
+        acc_seq, prob_seq = outs[-2], outs[-1]
+        fn = compile(
+            [*model.value_vars, log_u],
+            [*final, acc_seq.sum(), prob_seq.min(), prob_seq.mean()],
+            on_unused_input="ignore",
+            **ck,
+        )
+        return fn, has_extra
 
     @staticmethod
     def _per_record(T_flat, stats, values, n, batch_leaves, props=None):
@@ -450,38 +535,7 @@ class DataAugmentation(BlockedStep):
         const.set_value(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
 
         # 2. conditional independence: changing record j changes only row j of the terms
-        a_recs, b_recs = draws
-        base = at(a_recs)[2]
-        differ = np.flatnonzero(
-            np.any(
-                np.stack(
-                    [
-                        np.reshape(a != b, (n, -1)).any(axis=1)
-                        for a, b in zip(a_recs, b_recs, strict=True)
-                    ]
-                ),
-                axis=0,
-            )
-        )
-        for j in differ[
-            np.unique(np.linspace(0, len(differ) - 1, min(4, len(differ))).astype(int))
-        ]:
-            recs = []
-            for a, b in zip(a_recs, b_recs, strict=True):
-                r = a.copy()
-                r[j] = b[j]
-                recs.append(r)
-            rows = at(recs)[2]
-            others = np.ones(n, dtype=bool)
-            others[j] = False
-            d = np.abs(rows[:, others] - base[:, others])
-            if not np.all(d <= _RTOL * (1.0 + np.abs(base[:, others]))):
-                raise ValueError(
-                    f"records [{label}] are not conditionally independent given the other "
-                    f"variables: changing record {j} changes the log-density terms of other "
-                    "records (a record's prior depends on another record, or an observed child "
-                    "couples records); DataAugmentation cannot sample them"
-                )
+        _check_rows(lambda recs: at(recs)[2], draws, n, label)
         return True, (fn, has_extra)
 
     # ------------------------------------------------------------------ sampling
@@ -503,6 +557,16 @@ class DataAugmentation(BlockedStep):
         sum_prob = 0.0
         for b in self._blocks:
             args = [new_point[name] for name in self._input_names]
+            if b.generic:
+                res = b.fn(*args, np.log(self.rng.random(b.n)))
+                k = len(b.names)
+                for name, val in zip(b.names, res[:k], strict=True):
+                    new_point[name] = np.array(val, dtype=new_point[name].dtype)
+                n_acc += int(res[k])
+                n_tot += b.n
+                min_prob = min(min_prob, float(res[k + 1]))
+                sum_prob += float(res[k + 2]) * b.n
+                continue
             res = b.fn(*args)
             k = len(b.names)
             props = res[:k]
@@ -566,6 +630,41 @@ class DataAugmentation(BlockedStep):
             return {k: step_stats[k] for k in ("da_accept_rate", "da_accept_min")}
 
         return (update_stats,)
+
+
+def _check_rows(rows_at, draws, n, label) -> None:
+    """Raise unless changing one record changes only that record's log-density terms."""
+    a_recs, b_recs = draws
+    base = rows_at(a_recs)
+    differ = np.flatnonzero(
+        np.any(
+            np.stack(
+                [
+                    np.reshape(a != b, (n, -1)).any(axis=1)
+                    for a, b in zip(a_recs, b_recs, strict=True)
+                ]
+            ),
+            axis=0,
+        )
+    )
+    picks = np.unique(np.linspace(0, len(differ) - 1, min(4, len(differ))).astype(int))
+    for j in differ[picks]:
+        recs = []
+        for a, b in zip(a_recs, b_recs, strict=True):
+            r = a.copy()
+            r[j] = b[j]
+            recs.append(r)
+        rows = rows_at(recs)
+        others = np.ones(n, dtype=bool)
+        others[j] = False
+        d = np.abs(rows[:, others] - base[:, others])
+        if not np.all(d <= _RTOL * (1.0 + np.abs(base[:, others]))):
+            raise ValueError(
+                f"records [{label}] are not conditionally independent given the other "
+                f"variables: changing record {j} changes the log-density terms of other "
+                "records (a record's prior depends on another record, or an observed child "
+                "couples records); DataAugmentation cannot sample them"
+            )
 
 
 def _is_zeros(var) -> bool:
