@@ -26,7 +26,7 @@ How a sweep is computed
    over ``i`` with :func:`pytensor.graph.replace.vectorize_graph`. At construction the step checks
    numerically, on the initial point and two forward draws, that ``T(x) = C + sum_i t(x_i)`` with
    the same ``C`` (counts, sums, sums of squares, ``X'y``, ``X'X``, one-hot tables, clamped
-   values ... all pass; ``max``, medians, centred sums do not and are refused).
+   values ... all pass; ``max``, medians, centred sums do not and take the generic path below).
 3. The sequential accept/reject over records runs in a numba loop
    (:func:`pymc_dp.kernels.da_sweep.da_sweep`) that keeps the running statistic: one record costs
    O(size of T), a sweep O(n size(T)) plus the vectorized work.
@@ -598,9 +598,12 @@ class DataAugmentation(BlockedStep):
     # ------------------------------------------------------------------ assignment
     @staticmethod
     def competence(var, has_grad=None):
-        """IDEAL for a latent variable that feeds a pymc_dp Release, else INCOMPATIBLE."""
-        if var in _RECORD_RVS:
-            return Competence.IDEAL
+        """IDEAL for a latent variable that feeds a pymc_dp Release, else INCOMPATIBLE.
+
+        ``competence`` receives only the RV. Inside a model context (``pm.sample`` within
+        ``with model:``) the model's observed Releases are inspected; otherwise the registry
+        of record variables filled by ``Release`` at creation is used.
+        """
         import pymc as pm
 
         model = pm.Model.get_context(error_if_none=False)
@@ -608,6 +611,9 @@ class DataAugmentation(BlockedStep):
             for rv in model.observed_RVs:
                 if is_release(rv) and var in record_parents(rv.owner.inputs[0]):
                     return Competence.IDEAL
+            return Competence.INCOMPATIBLE
+        if var in _RECORD_RVS:
+            return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
     @staticmethod

@@ -319,6 +319,8 @@ def test_ordinary_model_assignment_unchanged():
         pm.Normal("x", mu, 1.0, shape=3)
         pm.Poisson("k", 3.0)
         pm.Normal("y", mu, 1.0, observed=np.zeros(3))
+        # an unregistered release graph of b (never added to the model) claims nothing
+        Release.dist(model["b"].sum(), Laplace(scale=1.0))
     plain = [m for m in STEP_METHODS if m is not DataAugmentation]
     with_da = [DataAugmentation, *plain]
     assert DataAugmentation in STEP_METHODS
