@@ -162,7 +162,11 @@ class Release(Distribution):
     rv_op = ReleaseRV.rv_op
 
     def __new__(cls, name, statistic, mechanism, **kwargs):
-        return super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
+        rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
+        # only releases registered in a model mark their records (Release.dist does not)
+        for parent in record_parents(rv.owner.inputs[0]):
+            _RECORD_RVS.add(parent)
+        return rv
 
     @classmethod
     def dist(cls, statistic, mechanism, **kwargs):
@@ -190,8 +194,6 @@ class Release(Distribution):
                 f"statistic must be a scalar or a vector, got ndim={statistic.type.ndim}; "
                 "flatten it (e.g. `T.ravel()`)"
             )
-        for rv in record_parents(statistic):
-            _RECORD_RVS.add(rv)
         return super().dist([statistic], mechanism=mechanism, **kwargs)
 
 
