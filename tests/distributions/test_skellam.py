@@ -1,0 +1,252 @@
+"""Tests of pymc_dp.distributions.skellam against scipy, mpmath (50 digits) and its own draws."""
+
+from __future__ import annotations
+
+import functools
+
+import arviz as az
+import mpmath as mp
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+from pymc_dp.distributions.skellam import Skellam, SkellamRV, skellam_logpmf
+
+mp.mp.dps = 50
+
+ALPHA = 1e-6  # false-alarm rate of each goodness-of-fit assertion
+
+
+def mp_log_iv(nu, x):
+    """50-digit log I_nu(x): mpmath besseli where quick, else the Poisson integral DLMF 10.32.2.
+
+    (Same reference as tests/math/test_bessel.py, where it is described.)
+    """
+    nu = mp.mpf(nu)
+    x = mp.mpf(x)
+    if nu < 0.5 or x < 50 or x * x < 400 * (nu + 1) or x > 30 * nu * nu:
+        return mp.log(mp.besseli(nu, x, maxterms=10**6))
+    a = nu - mp.mpf(1) / 2
+    ts = x / (a + mp.sqrt(a * a + x * x))
+    gs = x * ts + a * mp.log1p(-ts * ts)
+
+    def f(t):
+        return mp.exp(x * t + a * mp.log1p(-t * t) - gs) if t < 1 else mp.mpf(0)
+
+    w = (1 - ts * ts) / mp.sqrt(2 * a * (1 + ts * ts))
+    inner = [p for p in (ts - 40 * w, ts - 8 * w, ts, ts + 8 * w, ts + 40 * w) if -1 < p < 1]
+    integral = mp.quad(f, [mp.mpf(-1), *inner, mp.mpf(1)])
+    return nu * mp.log(x / 2) - mp.log(mp.pi) / 2 - mp.loggamma(nu + 0.5) + gs + mp.log(integral)
+
+
+@functools.lru_cache(maxsize=None)
+def _log_iv_of_rates(nu, lo, hi):
+    return mp_log_iv(nu, 2 * mp.sqrt(mp.mpf(lo) * mp.mpf(hi)))
+
+
+def mp_skellam_logpmf(k, mu1, mu2):
+    m1 = mp.mpf(mu1)
+    m2 = mp.mpf(mu2)
+    return (
+        -(m1 + m2)
+        + mp.mpf(k) / 2 * mp.log(m1 / m2)
+        + _log_iv_of_rates(abs(k), min(mu1, mu2), max(mu1, mu2))
+    )
+
+
+def chi2_pvalue(draws, support, logpmf):
+    """Pearson chi-square p-value of integer draws against a pmf, tail bins pooled to E >= 5."""
+    n = draws.size
+    p = np.exp(logpmf(support))
+    counts = np.bincount(draws - support[0], minlength=support.size)[: support.size]
+    assert counts.sum() == n, "draws outside the tested support"
+    exp_ = n * p
+    # pool from both ends until every bin expects >= 5
+    bins_o, bins_e = [], []
+    acc_o = acc_e = 0.0
+    for o, e in zip(counts, exp_, strict=True):
+        acc_o += o
+        acc_e += e
+        if acc_e >= 5:
+            bins_o.append(acc_o)
+            bins_e.append(acc_e)
+            acc_o = acc_e = 0.0
+    bins_o[-1] += acc_o + (n - counts.sum())
+    bins_e[-1] += acc_e + n * (1 - p.sum())
+    bins_o = np.array(bins_o)
+    bins_e = np.array(bins_e)
+    stat = np.sum((bins_o - bins_e) ** 2 / bins_e)
+    return stats.chi2.sf(stat, bins_o.size - 1)
+
+
+MUS = [10.0**e for e in range(-8, 7, 2)]
+KS = [0, 1, -1, 10, -10, 999, -999, 100_000, -100_000]
+# near-mode points where the Debye terms cancel to O(1): the hardest ones
+NEAR_MODE = [
+    (100_000, 1e5, 1e-8),
+    (100_000, 1.0001e5, 2.0),
+    (-100_000, 2.0, 1.0001e5),
+    (999, 1000.0, 1.0),
+    (20, 20.0, 1e-8),
+    (25, 1e6, 1e6 - 25),
+    (1000, 1e6, 1e6 - 1000.5),
+    (19, 19.3, 1e-3),
+    (100_000, 1e6, 9e5),
+]
+
+
+def test_logpmf_vs_mpmath_extreme_grid():
+    pts = [(k, a, b) for k in KS for a in MUS for b in MUS] + NEAR_MODE
+    k, m1, m2 = (np.array(c, dtype=np.float64) for c in zip(*pts, strict=True))
+    ours = skellam_logpmf(k, m1, m2)
+    assert not np.any(np.isnan(ours)) and not np.any(ours == np.inf)
+    errs = np.array(
+        [
+            abs(v - float(r)) / max(1.0, abs(float(r)))
+            for v, r in zip(ours, (mp_skellam_logpmf(*p) for p in pts), strict=True)
+        ]
+    )
+    worst = int(np.argmax(errs))
+    assert errs[worst] <= 1e-12, (pts[worst], errs[worst])
+    # the PyTensor path evaluates the same kernel
+    via_pm = pm.logp(Skellam.dist(m1, m2), k.astype(np.int64)).eval()
+    np.testing.assert_array_equal(via_pm, ours)
+
+
+def test_logpmf_vs_scipy_where_accurate():
+    ks = np.arange(-60, 61)
+    for mu1, mu2 in [(3.0, 2.0), (30.0, 1.0), (0.5, 40.0), (100.0, 100.0), (1e-3, 2.0)]:
+        np.testing.assert_allclose(
+            skellam_logpmf(ks, mu1, mu2), stats.skellam.logpmf(ks, mu1, mu2), rtol=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    "mu1, mu2", [(1e-8, 1e-8), (0.3, 7.0), (1e4, 1e-8), (1e6, 1e6), (2e5, 3e3), (50.0, 50.0)]
+)
+def test_normalisation(mu1, mu2):
+    # Chernoff: P(|K - mean| > 40 sd + 60) < 1e-15 for these rates
+    mean, sd = mu1 - mu2, np.sqrt(mu1 + mu2)
+    ks = np.arange(np.floor(mean - 40 * sd - 60), np.ceil(mean + 40 * sd + 60) + 1)
+    assert abs(logsumexp(skellam_logpmf(ks, mu1, mu2))) <= 1e-10
+
+
+HARD_GRAD_POINTS = [
+    (0, 1e6, 1e-8),
+    (1, 1e-8, 1e6),
+    (999, 1e6, 1e-8),
+    (-100_000, 1e-8, 1e6),
+    (10, 1e-8, 1e-8),
+    (100_000, 1e5, 1e-8),
+]
+
+
+def _grad_fn():
+    k = pt.lvector("k")
+    mu1 = pt.dvector("mu1")
+    mu2 = pt.dvector("mu2")
+    lp = pm.logp(Skellam.dist(mu1, mu2), k)
+    g1, g2 = pytensor.grad(lp.sum(), [mu1, mu2])
+    return pytensor.function([k, mu1, mu2], [g1, g2])
+
+
+@functools.lru_cache(maxsize=1)
+def grad_fn():
+    return _grad_fn()
+
+
+def test_gradients_vs_mpmath_at_hard_points():
+    k, m1, m2 = (np.array(c) for c in zip(*HARD_GRAD_POINTS, strict=True))
+    g1, g2 = grad_fn()(k.astype(np.int64), m1.astype(float), m2.astype(float))
+    for i, (kk, a, b) in enumerate(HARD_GRAD_POINTS):
+        # all x = 2 sqrt(mu1 mu2) <= 50 here, where mpmath's besseli is quick
+        r1 = mp.diff(lambda t, kk=kk, b=b: _mp_lp(kk, t, b), mp.mpf(a))
+        r2 = mp.diff(lambda t, kk=kk, a=a: _mp_lp(kk, a, t), mp.mpf(b))
+        assert g1[i] == pytest.approx(float(r1), rel=1e-9, abs=1e-12), (kk, a, b)
+        assert g2[i] == pytest.approx(float(r2), rel=1e-9, abs=1e-12), (kk, a, b)
+
+
+def _mp_lp(k, m1, m2):
+    return (
+        -(m1 + m2)
+        + mp.mpf(k) / 2 * mp.log(m1 / m2)
+        + mp.log(mp.besseli(abs(k), 2 * mp.sqrt(m1 * m2)))
+    )
+
+
+def test_gradients_finite_on_grid_and_match_finite_differences():
+    pts = [(k, a, b) for k in KS for a in MUS for b in MUS]
+    k, m1, m2 = (np.array(c, dtype=np.float64) for c in zip(*pts, strict=True))
+    g1, g2 = grad_fn()(k.astype(np.int64), m1, m2)
+    assert np.all(np.isfinite(g1)) and np.all(np.isfinite(g2))
+    h = 1e-5
+    fd1 = (skellam_logpmf(k, m1 * (1 + h), m2) - skellam_logpmf(k, m1 * (1 - h), m2)) / (2 * h * m1)
+    fd2 = (skellam_logpmf(k, m1, m2 * (1 + h)) - skellam_logpmf(k, m1, m2 * (1 - h))) / (2 * h * m2)
+    # FD error: O(h^2) curvature + rounding of |logp| * eps / (h mu)
+    lp = np.abs(skellam_logpmf(k, m1, m2))
+    tol1 = 1e-6 * np.abs(g1) + 1e-9 * lp / (h * m1) + 1e-9
+    tol2 = 1e-6 * np.abs(g2) + 1e-9 * lp / (h * m2) + 1e-9
+    assert np.all(np.abs(g1 - fd1) <= tol1)
+    assert np.all(np.abs(g2 - fd2) <= tol2)
+
+
+@pytest.mark.parametrize("mu1, mu2", [(3.5, 1.2), (200.0, 150.0)])
+def test_draws_match_pmf_chi_square(mu1, mu2):
+    n = 100_000
+    draws = pm.draw(Skellam.dist(np.float64(mu1), np.float64(mu2), size=n), random_seed=7)
+    assert draws.dtype == np.int64
+    sd = np.sqrt(mu1 + mu2)
+    support = np.arange(int(mu1 - mu2 - 12 * sd - 10), int(mu1 - mu2 + 12 * sd + 11))
+    p = chi2_pvalue(draws, support, lambda s: skellam_logpmf(s, mu1, mu2))
+    assert p > ALPHA
+    # negative control: rates x 1.05 must be rejected
+    p_bad = chi2_pvalue(draws, support, lambda s: skellam_logpmf(s, 1.05 * mu1, 1.05 * mu2))
+    assert p_bad < ALPHA
+
+
+def test_native_numba_draws_and_prior_predictive():
+    # warnings are errors: a Python rng_fn would raise the object-mode UserWarning
+    x = Skellam.dist(np.array([3.0, 30.0]), np.float64(2.0), size=(4000, 2))
+    d = pm.draw(x, random_seed=1)
+    assert d.shape == (4000, 2) and d.dtype == np.int64
+    np.testing.assert_allclose(d.mean(0), [1.0, 28.0], atol=0.4)
+    assert isinstance(x.owner.op, SkellamRV)
+    with pm.Model():
+        m1 = pm.Gamma("mu1", 2.0, 0.5)
+        Skellam("y", m1, np.float64(1.0), observed=np.zeros(5, dtype=np.int64))
+        prior = pm.sample_prior_predictive(draws=20, random_seed=1)
+    y = prior["prior_predictive"]["y"]
+    assert y.dtype == np.int64 and y.shape == (1, 20, 5)
+
+
+def test_support_point_and_invalid_parameters():
+    from pymc.distributions.distribution import support_point
+
+    assert support_point(Skellam.dist(np.float64(7.4), np.float64(2.0))).eval() == 5
+    assert support_point(Skellam.dist(np.float64(1.0), np.float64(2.0), size=3)).eval().shape == (
+        3,
+    )
+    with pytest.raises(Exception, match="mu1 > 0, mu2 > 0"):
+        pm.logp(Skellam.dist(np.float64(-1.0), np.float64(2.0)), 0).eval()
+
+
+def test_nuts_recovers_rates():
+    rng = np.random.default_rng(11)
+    data = rng.poisson(4.0, 300) - rng.poisson(1.5, 300)
+    with pm.Model():
+        mu1 = pm.Gamma("mu1", 2.0, 0.5)
+        mu2 = pm.Gamma("mu2", 2.0, 0.5)
+        Skellam("y", mu1, mu2, observed=data)
+        idata = pm.sample(draws=400, tune=400, chains=2, cores=1, random_seed=3, progressbar=False)
+    assert int(idata.sample_stats["diverging"].sum()) == 0
+    summ = az.summary(idata, var_names=["mu1", "mu2"])
+    assert np.all(summ["r_hat"] <= 1.01)
+    post = idata.posterior
+    for name, true in (("mu1", 4.0), ("mu2", 1.5)):
+        draws = post[name].values.ravel()
+        # 300 observations: the posterior sd is ~0.2; 5 sd covers the truth with prob 1 - 6e-7
+        assert abs(draws.mean() - true) < 5 * draws.std()
