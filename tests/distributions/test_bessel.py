@@ -49,7 +49,7 @@ def mp_log_iv(nu, x):
     return nu * mp.log(x / 2) - mp.log(mp.pi) / 2 - mp.loggamma(nu + 0.5) + gs + mp.log(integral)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ref_log_iv(nu, a):
     return mp_log_iv(nu, a)
 

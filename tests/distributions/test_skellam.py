@@ -43,7 +43,7 @@ def mp_log_iv(nu, x):
     return nu * mp.log(x / 2) - mp.log(mp.pi) / 2 - mp.loggamma(nu + 0.5) + gs + mp.log(integral)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_iv_of_rates(nu, lo, hi):
     return mp_log_iv(nu, 2 * mp.sqrt(mp.mpf(lo) * mp.mpf(hi)))
 

@@ -67,7 +67,7 @@ def mp_log_iv(nu, x):
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ref_log_iv(nu: float, x: float):
     return mp_log_iv(nu, x)
 
