@@ -65,6 +65,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution
 from pytensor.gradient import zero_grad
+from pytensor.graph.basic import Constant
 from pytensor.graph.op import Op
 
 from pymc_dp.distributions import marginal_normal, marginal_poisson
@@ -251,13 +252,33 @@ def _grid_axis(k, ndim):
 # closed forms
 
 
+def _on_unique_values(value, mu, fn):
+    """``fn(value, mu)``, evaluated once per distinct observed value when that pays.
+
+    When ``value`` is constant data (observed counts repeat a lot) and ``mu`` is the same for
+    every record, the marginal is computed on ``np.unique(value)`` and gathered back, so the
+    per-record cost is one gather instead of an incomplete-gamma evaluation. The result is
+    identical elementwise.
+    """
+    mu = pt.as_tensor_variable(mu)
+    if isinstance(value, Constant) and all(mu.type.broadcastable) and value.data.size >= 64:
+        data = np.asarray(value.data)
+        uniq, inv = np.unique(data, return_inverse=True)
+        if uniq.size * 4 <= data.size:
+            lp_u = fn(pt.as_tensor(uniq.astype(np.float64)), mu.reshape(()))
+            return lp_u[pt.as_tensor(inv.reshape(data.shape).astype(np.int64))]
+    return fn(value, mu)
+
+
 def poisson_geometric(value, base_rv, mechanism):
     """Poisson + two-sided geometric noise: closed form, see :mod:`.marginal_poisson`."""
     (mu,) = _params(base_rv)
     a = -float(mechanism.log_alpha)
     logc = math.log(math.tanh(a / 2.0))
     value = pt.as_tensor_variable(value)
-    lp = marginal_poisson.poisson_two_sided_exp_logp(value, mu, a, logc)
+    lp = _on_unique_values(
+        value, mu, lambda v, m: marginal_poisson.poisson_two_sided_exp_logp(v, m, a, logc)
+    )
     if value.dtype.startswith(("int", "uint")):
         return lp
     return pt.switch(pt.eq(value, pt.floor(value)), lp, -np.inf)
@@ -267,7 +288,11 @@ def poisson_laplace(value, base_rv, mechanism):
     """Poisson + Laplace noise: closed form, see :mod:`.marginal_poisson`."""
     (mu,) = _params(base_rv)
     b = float(mechanism.scale)
-    return marginal_poisson.poisson_two_sided_exp_logp(value, mu, 1.0 / b, -math.log(2.0 * b))
+    return _on_unique_values(
+        pt.as_tensor_variable(value),
+        mu,
+        lambda v, m: marginal_poisson.poisson_two_sided_exp_logp(v, m, 1.0 / b, -math.log(2.0 * b)),
+    )
 
 
 def normal_laplace(value, base_rv, mechanism):
@@ -317,9 +342,10 @@ def finite_support_marginal(value, base_rv, mechanism):
     """
     lo, hi = _finite_support(base_rv)
     value = pt.as_tensor_variable(value)
-    ndim = max(value.ndim, base_rv.ndim)
+    ndim = value.ndim
     k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), ndim)
-    k = pt.broadcast_to(k, (k.shape[0], *pt.broadcast_shape(value, base_rv)))
+    # the value has the variable's full shape (no reference to the RV itself in the graph)
+    k = pt.broadcast_to(k, (k.shape[0], *value.shape))
     base_lp = pm.logp(base_rv, k, warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - k)
     return safe_logsumexp(base_lp + noise_lp, axis=0)
@@ -401,7 +427,6 @@ def truncated_sum_marginal(value, base_rv, mechanism):
     certified at ``TAIL_TOL``.
     """
     value = pt.as_tensor_variable(value).astype("float64")
-    value = pt.broadcast_to(value, pt.broadcast_shape(value, base_rv))
     w = _window_halfwidth(mechanism)
     center, log_below, log_above = _count_tails(base_rv)
     center = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
