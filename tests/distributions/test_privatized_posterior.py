@@ -145,3 +145,25 @@ def test_negative_binomial_geometric_noise_slow():
     logprior = stats.gamma.logpdf(grid, 2.0, scale=1 / 0.4)
     naive = stats.nbinom.logpmf(np.maximum(z, 0)[:, None], 2.0, 2.0 / (2.0 + grid[None, :])).sum(0)
     _check(idata, "m", grid, logprior + loglik, logprior + naive)
+
+
+def test_nutpie_backend_if_installed():
+    """nutpie compiles the logp with PyTensor's numba backend: the numba Op of the closed form
+    runs there too. Skipped where nutpie is not installed (it is not a dependency)."""
+    pytest.importorskip("nutpie")
+    rng = np.random.default_rng(101)
+    mech = Geometric(epsilon=0.5)
+    z = mech.release(rng.poisson(4.0, size=40), rng=rng)
+    with pm.Model():
+        lam = pm.Gamma("lam", 2.0, 0.5)
+        Privatized("z", pm.Poisson.dist(lam), mech, observed=z)
+        idata = pm.sample(**{**SAMPLE, "nuts_sampler": "nutpie"}, random_seed=1)
+    grid = np.linspace(1e-3, 15, 3000)
+    ys = np.arange(0, 200)
+    noise = mech.logpdf(z[:, None] - ys[None, :])
+    loglik = np.array(
+        [special.logsumexp(stats.poisson.logpmf(ys, g) + noise, axis=1).sum() for g in grid]
+    )
+    logprior = stats.gamma.logpdf(grid, 2.0, scale=2.0)
+    naive = stats.poisson.logpmf(np.maximum(z, 0)[:, None], grid[None, :]).sum(0)
+    _check(idata, "lam", grid, logprior + loglik, logprior + naive)
