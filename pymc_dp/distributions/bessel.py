@@ -4,7 +4,9 @@ r"""Bessel distribution :math:`\mathrm{Bes}(\nu, a)` (Yuan & Kalbfleisch 2000).
 
 (Schein et al. 2019, eqs. 12-13: the conditional law of :math:`\min(Y_1, Y_2)` given
 :math:`Y_1 - Y_2` for independent Poissons). The log-pmf uses the stable
-:func:`pymc_dp.math.bessel.log_iv` for the normaliser; the gradient in ``a`` is
+:func:`pymc_dp.math.bessel.log_iv` machinery in a cancellation-free arrangement (see
+:mod:`pymc_dp.kernels.bessel_sampling`; relative error below :math:`10^{-14}` for
+:math:`\nu \le 10^5`, :math:`a \le 10^6`); the gradient in ``a`` is
 
 .. math:: \partial_a \log P(n) = \frac{2n + \nu}{a} - \partial_a \log I_\nu(a)
           = \frac{2n}{a} - \frac{I_{\nu+1}(a)}{I_\nu(a)},
@@ -63,7 +65,7 @@ class BesselLogPMF(ps.ScalarOp):
 bessel_logpmf_scalar_op = BesselLogPMF(ps.upgrade_to_float64, name="bessel_logpmf")
 bessel_logpmf_pt = Elemwise(bessel_logpmf_scalar_op, name="bessel_logpmf")
 
-_NUMBA_CACHE_VERSION = 1
+_NUMBA_CACHE_VERSION = 2
 
 
 @register_scalar_funcify(BesselLogPMF)

@@ -70,13 +70,7 @@ from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp.math.bessel import (
-    DEBYE_MIN_ORDER,
-    _debye_sum,
-    iv_ratio_scalar_op,
-    log1pmx_scalar,
-    log_ive_scalar,
-)
+from pymc_dp.math.bessel import iv_ratio_scalar_op, log_skellam_kernel
 
 __all__ = [
     "Skellam",
@@ -88,19 +82,6 @@ __all__ = [
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-@numba.njit(cache=True)
-def _debye_f(delta, m1, m2, s):
-    """f = s - m1 - m2 + log(2 m1 / (1 + s)) without cancellation; delta = m1 - m2."""
-    d = delta - 1.0
-    a = (1.0 - delta) * (1.0 + delta) / (s + m1 + m2)  # = s - m1 - m2
-    if abs(d) > 0.5:
-        return a + math.log(2.0 * m1 / (1.0 + s))
-    u = (d - a) / (1.0 + s)  # 1 + u = 2 m1 / (1 + s)
-    first = -4.0 * m1 * m2 * d * d * (d + 2.0)
-    first /= (1.0 + s) * (s + m1 + m2) * (m1 + m2 + delta * s)
-    return first + log1pmx_scalar(u)
 
 
 @numba.njit(cache=True)
@@ -116,22 +97,7 @@ def skellam_logpmf_scalar(k, mu1, mu2):
     if k < 0.0:
         k = -k
         mu1, mu2 = mu2, mu1
-    r1 = math.sqrt(mu1)
-    r2 = math.sqrt(mu2)
-    x = 2.0 * r1 * r2
-    if k < DEBYE_MIN_ORDER:
-        diff = mu1 - mu2
-        head = -(diff * diff) / ((r1 + r2) * (r1 + r2))
-        return head + 0.5 * k * (math.log(mu1) - math.log(mu2)) + log_ive_scalar(k, x)
-    m1 = mu1 / k
-    m2 = mu2 / k
-    z = x / k
-    s = math.hypot(1.0, z)
-    t = 1.0 / s
-    big = k * _debye_f((mu1 - mu2) / k, m1, m2, s)
-    l1pz2 = math.log1p(z * z) if z < 1e150 else 2.0 * math.log(z)
-    S, _ = _debye_sum(k, t)
-    return big - 0.5 * (_LOG_2PI + math.log(k)) - 0.25 * l1pz2 + math.log1p(S)
+    return log_skellam_kernel(k, mu1, mu2)
 
 
 @numba.vectorize(
@@ -190,7 +156,7 @@ class SkellamLogPMF(ps.ScalarOp):
 skellam_logpmf_scalar_op = SkellamLogPMF(ps.upgrade_to_float64, name="skellam_logpmf")
 skellam_logpmf_pt = Elemwise(skellam_logpmf_scalar_op, name="skellam_logpmf")
 
-_NUMBA_CACHE_VERSION = 1
+_NUMBA_CACHE_VERSION = 2
 
 
 @register_scalar_funcify(SkellamLogPMF)

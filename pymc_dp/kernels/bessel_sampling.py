@@ -12,6 +12,27 @@ arises in the Skellam augmentation: if :math:`K = Y_1 - Y_2` with independent
 :math:`2\sqrt{2\lambda^{(+)}\lambda^{(-)}}`, but the conditional pmf
 :math:`\propto (\lambda_1\lambda_2)^m / (m!(m+|K|)!)` gives :math:`a = 2\sqrt{\lambda_1\lambda_2}`).
 
+Log-pmf without cancellation. Directly, :math:`(2n+\nu)\log(a/2) - \log I_\nu(a) - \log n!
+- \log\Gamma(n+\nu+1)` subtracts terms of size :math:`a\log a` or :math:`\nu\log\nu` to get
+a result of size :math:`\log a` (about :math:`10^{-11}` relative lost at :math:`a = 10^4`,
+:math:`10^{-9}` at :math:`10^6`). For any :math:`\lambda_1\lambda_2 = a^2/4`,
+
+.. math:: \log P(n) = \log\mathrm{Pois}(n+\nu; \lambda_1) + \log\mathrm{Pois}(n; \lambda_2)
+          - \log\mathrm{Skel}(\nu; \lambda_1, \lambda_2),
+
+(expand the three terms: the :math:`\lambda` powers give :math:`(a/2)^{2n+\nu}`, the
+:math:`e^{-\lambda}` factors cancel), where
+:math:`\log\mathrm{Skel}(\nu; \lambda_1,\lambda_2) = -(\lambda_1+\lambda_2)
++ \tfrac{\nu}{2}\log(\lambda_1/\lambda_2) + \log I_\nu(2\sqrt{\lambda_1\lambda_2})`
+(:func:`pymc_dp.math.bessel.log_skellam_kernel`, real :math:`\nu`). We take
+:math:`\lambda_2 = q^\ast` and :math:`\lambda_1 = q^\ast + \nu` (:math:`q^\ast` below; then
+:math:`\lambda_1\lambda_2 = a^2/4`): :math:`\nu` is the mode of that Skellam, evaluated by the
+cancellation-free near-mode formula, and :math:`n + \nu`, :math:`n` sit near the modes of the two
+Poisson terms, evaluated in Loader's (2000) form :math:`-\mathrm{stirlerr}(y) - \mathrm{bd0}(y,
+\lambda) - \tfrac12\log(2\pi y)`. Every piece is then of the size of the result. Measured
+against mpmath (50 digits) for :math:`\nu \le 10^5`, :math:`a \le 10^6`: relative error
+below :math:`10^{-14}` (``tests/distributions/test_bessel.py``).
+
 Sampler: mode-centred rejection for a discrete log-concave law (after Devroye 2002, "Simulating
 Bessel random variables", whose algorithms rest on the log-concavity of the pmf and on its mode;
 this is a reconstruction, not a transcription). Let :math:`g(n) = \log P(n) + \text{const}
@@ -47,18 +68,82 @@ import math
 import numba
 import numpy as np
 
-from pymc_dp.math.bessel import log_iv_scalar
+from pymc_dp.math.bessel import log_iv_scalar, log_skellam_kernel
 
 __all__ = [
+    "bd0",
     "bessel_draw",
     "bessel_logpmf",
     "bessel_logpmf_scalar",
     "bessel_mode",
     "expected_proposals",
+    "log_poisson_real",
     "sample_bessel",
+    "stirlerr",
 ]
 
 _SPREAD = 1.1
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+_STIRLING = (
+    1.0 / 12.0,
+    -1.0 / 360.0,
+    1.0 / 1260.0,
+    -1.0 / 1680.0,
+    1.0 / 1188.0,
+    -691.0 / 360360.0,
+    1.0 / 156.0,
+)
+
+
+@numba.njit(cache=True)
+def stirlerr(y):
+    r"""Stirling remainder :math:`\log\Gamma(y+1) - (y+\tfrac12)\log y + y - \tfrac12\log 2\pi`.
+
+    Real :math:`y > 0`. For :math:`y \ge 15` the asymptotic series (7 terms; the first omitted
+    term is below :math:`3617/(122400\, y^{15}) < 10^{-19}`); below, the direct difference
+    (magnitudes below 60, absolute error :math:`\lesssim 10^{-14}`).
+    """
+    if y >= 15.0:
+        inv = 1.0 / y
+        inv2 = inv * inv
+        acc = 0.0
+        for i in range(len(_STIRLING) - 1, -1, -1):
+            acc = acc * inv2 + _STIRLING[i]
+        return acc * inv
+    return math.lgamma(y + 1.0) - (y + 0.5) * math.log(y) + y - 0.5 * _LOG_2PI
+
+
+@numba.njit(cache=True)
+def bd0(y, lam):
+    r"""Deviance term :math:`y\log(y/\lambda) + \lambda - y \ge 0` without cancellation.
+
+    Near :math:`y = \lambda` the series :math:`(y-\lambda)v + 2y\sum_{j\ge1} v^{2j+1}/(2j+1)`,
+    :math:`v = (y-\lambda)/(y+\lambda)` (Loader 2000), else the direct form.
+    """
+    if abs(y - lam) < 0.1 * (y + lam):
+        v = (y - lam) / (y + lam)
+        acc = (y - lam) * v
+        ej = 2.0 * y * v
+        v2 = v * v
+        j = 1
+        while True:
+            ej *= v2
+            new = acc + ej / (2 * j + 1)
+            if new == acc:
+                return acc
+            acc = new
+            j += 1
+    return y * math.log(y / lam) + lam - y
+
+
+@numba.njit(cache=True)
+def log_poisson_real(y, lam):
+    r""":math:`y\log\lambda - \lambda - \log\Gamma(y+1)`, real :math:`y \ge 0` (Loader's form)."""
+    if y == 0.0:
+        return -lam
+    return -stirlerr(y) - bd0(y, lam) - 0.5 * (_LOG_2PI + math.log(y))
 
 
 @numba.njit(cache=True)
@@ -66,7 +151,10 @@ def bessel_logpmf_scalar(n, nu, a):
     r"""Bessel log-pmf :math:`\log P(N = n)` (numba scalar kernel).
 
     NaN for invalid parameters (:math:`\nu < 0`, :math:`a < 0`, non-finite), :math:`-\infty`
-    outside the support.
+    outside the support. Evaluated without cancellation as (module docstring)
+    :math:`\log\mathrm{Pois}(n+\nu; \lambda_1) + \log\mathrm{Pois}(n; \lambda_2)
+    - \log\mathrm{Skel}(\nu; \lambda_1, \lambda_2)` with :math:`\lambda_2 = q^\ast`,
+    :math:`\lambda_1 = q^\ast + \nu`.
     """
     n = float(n)
     nu = float(nu)
@@ -77,6 +165,15 @@ def bessel_logpmf_scalar(n, nu, a):
         return -np.inf
     if a == 0.0:
         return 0.0 if n == 0.0 else -np.inf
+    lam2 = a * (0.5 * a) / (math.hypot(nu, a) + nu)  # q*: lam2 (lam2 + nu) = a^2 / 4
+    if lam2 > 0.0:
+        lam1 = lam2 + nu
+        return (
+            log_poisson_real(n + nu, lam1)
+            + log_poisson_real(n, lam2)
+            - log_skellam_kernel(nu, lam1, lam2)
+        )
+    # a^2/4 underflows against nu: direct form
     return (
         (2.0 * n + nu) * math.log(0.5 * a)
         - log_iv_scalar(nu, a)

@@ -17,7 +17,8 @@ Let :math:`N_0 = 20` (``DEBYE_MIN_ORDER``) and :math:`K = 12` (``DEBYE_TERMS``).
    log space): :math:`\log I_\nu(x) = \nu \log(x/2) - \log\Gamma(\nu+1)
    + \operatorname{log1p}\big(\sum_{k \ge 1} (x^2/4)^k / (k!\,(\nu+1)_k)\big)`; all terms are
    positive, and the sum stops when a term falls below :math:`10^{-17}` of the sum (the tail
-   is then below :math:`2 \cdot 10^{-17}` relative since the term ratio is at most 1/2).
+   is then below :math:`1.4 \cdot 10^{-17}` relative: for :math:`x \le 2` the term ratio
+   :math:`(x^2/4)/(k(\nu+k))` is at most 1/4 from :math:`k = 2` on).
 3. :math:`\nu \ge N_0` (uniform asymptotic expansion, Abramowitz & Stegun 9.7.7, DLMF 10.41.3):
    with :math:`z = x/\nu`, :math:`s = \sqrt{1+z^2}`, :math:`t = 1/s`,
    :math:`\eta = s + \log(z / (1 + s))`,
@@ -29,15 +30,18 @@ Let :math:`N_0 = 20` (``DEBYE_MIN_ORDER``) and :math:`K = 12` (``DEBYE_TERMS``).
    from the recurrence DLMF 10.41.9,
    :math:`u_{k+1}(t) = \tfrac12 t^2 (1-t^2) u_k'(t) + \tfrac18\int_0^t (1-5s^2) u_k(s)\,ds`.
    The expansion is uniform in :math:`z \in (0, \infty)`; the remainder after :math:`K` terms is
-   :math:`O(\nu^{-K-1})` uniformly (DLMF 10.41(iv)), i.e. below
-   :math:`\max_t |u_{13}(t)| / 20^{13} < 10^{-16}` here. The ratio :math:`r_\nu(x)` comes from
-   the term-by-term derivative (DLMF 10.41.4 is the same expansion for :math:`I_\nu'`):
+   :math:`O(\nu^{-K-1})` uniformly (DLMF 10.41(iv)); its size is that of the first omitted
+   term, :math:`\max_{t \in [0,1]} |u_{13}(t)| / \nu^{13} \le 48.2 / 20^{13} = 5.9
+   \cdot 10^{-16}` (absolute, in the logarithm) for :math:`\nu \ge 20`. The ratio
+   :math:`r_\nu(x)` comes from the term-by-term derivative (DLMF 10.41.4 is the same
+   expansion for :math:`I_\nu'`):
    :math:`\eta'(z) = s/z`, so :math:`r_\nu = z/(1+s) - z/(2\nu(1+z^2)) - z t^3 S'(t)/(\nu(1+S))`
    with :math:`S = \sum_k u_k(t)/\nu^k`. The exponentially scaled form
    :math:`\log I_\nu(x) - x = \nu(\eta - z) + \dots` is computed without forming
    :math:`\nu\eta` and :math:`x` separately, with
    :math:`\eta - z = 1/(s+z) - \operatorname{log1p}((1 + 1/(s+z))/z)` for :math:`z > 1`.
-4. :math:`\nu < N_0` (downward recurrence): with :math:`N = \nu + \lceil N_0 - \nu \rceil`, take
+4. :math:`\nu < N_0` and :math:`x > 2` (downward recurrence): with
+   :math:`N = \nu + \lceil N_0 - \nu \rceil`, take
    :math:`\log I_N(x)` and :math:`r_N(x)` from region 3, then apply the three-term recurrence
    :math:`I_{j-1} = I_{j+1} + (2j/x) I_j` downwards,
    :math:`1/r_{j-1} = 2j/x + r_j`, and
@@ -46,10 +50,12 @@ Let :math:`N_0 = 20` (``DEBYE_MIN_ORDER``) and :math:`K = 12` (``DEBYE_TERMS``).
    increasing order, so the downward direction is stable; the error grows by at most
    :math:`N_0` roundings.
 
-Measured against mpmath (50 digits) on grids of :math:`\nu \in [0, 10^5]`,
-:math:`x \in [10^{-300}, 10^{8}]` (``tests/math/test_bessel.py``): relative error of
-:math:`\log I_\nu(x)` below :math:`10^{-13}` where :math:`|\log I_\nu| \ge 1`, absolute error below
-:math:`10^{-13}` elsewhere; the ratio has relative error below :math:`10^{-13}`.
+Measured against mpmath (50 digits) on a 201-point grid of :math:`\nu \in [0, 10^5]`
+(integer and half-integer), :math:`x \in \{0\} \cup [10^{-300}, 2 \cdot 10^{6}]`
+(``tests/math/test_bessel.py``): error of :math:`\log I_\nu(x)` at most
+:math:`1.1 \cdot 10^{-14}`, relative where :math:`|\log I_\nu| \ge 1` and absolute elsewhere
+(the worst points are small orders at :math:`x \approx 3`, after the 20-step recurrence); the
+ratio :math:`r_\nu` agrees to :math:`10^{-12}` relative or better on its test grid.
 
 Forms provided
 --------------
@@ -101,6 +107,7 @@ __all__ = [
     "log_ive",
     "log_ive_pt",
     "log_ive_scalar",
+    "log_skellam_kernel",
 ]
 
 DEBYE_MIN_ORDER = 20.0
@@ -294,6 +301,45 @@ def log1pmx_scalar(u):
             break
         j += 1
     return acc
+
+
+@numba.njit(cache=True)
+def _debye_f(delta, m1, m2, s):
+    """f = s - m1 - m2 + log(2 m1 / (1 + s)) without cancellation; delta = m1 - m2."""
+    d = delta - 1.0
+    a = (1.0 - delta) * (1.0 + delta) / (s + m1 + m2)  # = s - m1 - m2
+    if abs(d) > 0.5:
+        return a + math.log(2.0 * m1 / (1.0 + s))
+    u = (d - a) / (1.0 + s)  # 1 + u = 2 m1 / (1 + s)
+    first = -4.0 * m1 * m2 * d * d * (d + 2.0)
+    first /= (1.0 + s) * (s + m1 + m2) * (m1 + m2 + delta * s)
+    return first + log1pmx_scalar(u)
+
+
+@numba.njit(cache=True)
+def log_skellam_kernel(nu, mu1, mu2):
+    r""":math:`-(\mu_1+\mu_2) + \tfrac{\nu}{2}\log(\mu_1/\mu_2) + \log I_\nu(2\sqrt{\mu_1\mu_2})`.
+
+    For real :math:`\nu \ge 0` and :math:`\mu_1, \mu_2 > 0` (no checks). For integer
+    :math:`\nu` this is the Skellam log-pmf at :math:`k = \nu`; the derivation of the
+    cancellation-free evaluation is in :mod:`pymc_dp.distributions.skellam`.
+    """
+    r1 = math.sqrt(mu1)
+    r2 = math.sqrt(mu2)
+    x = 2.0 * r1 * r2
+    if nu < DEBYE_MIN_ORDER:
+        diff = mu1 - mu2
+        head = -(diff * diff) / ((r1 + r2) * (r1 + r2))
+        return head + 0.5 * nu * (math.log(mu1) - math.log(mu2)) + log_ive_scalar(nu, x)
+    m1 = mu1 / nu
+    m2 = mu2 / nu
+    z = x / nu
+    s = math.hypot(1.0, z)
+    t = 1.0 / s
+    big = nu * _debye_f((mu1 - mu2) / nu, m1, m2, s)
+    l1pz2 = math.log1p(z * z) if z < 1e150 else 2.0 * math.log(z)
+    S, _ = _debye_sum(nu, t)
+    return big - 0.5 * (_LOG_2PI + math.log(nu)) - 0.25 * l1pz2 + math.log1p(S)
 
 
 _SIG = ["float64(float64, float64)", "float64(int64, float64)"]
