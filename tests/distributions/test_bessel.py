@@ -223,3 +223,23 @@ def test_support_point_and_validation():
         )
     with pytest.raises(Exception, match="nu >= 0, a > 0"):
         pm.logp(Bessel.dist(np.float64(-1.0), np.float64(2.0)), 0).eval()
+
+
+def test_skellam_augmentation_identity(rng):
+    """min(Y1, Y2) | Y1 - Y2 = k ~ Bessel(|k|, 2 sqrt(lam1 lam2)) (Schein et al. 2019, Thm 3).
+
+    Negative control: the argument 2 sqrt(2 lam1 lam2), as eq. 12 is printed, must be rejected.
+    """
+    lam1, lam2, k = 6.0, 4.0, 2
+    y1 = rng.poisson(lam1, 1_500_000)
+    y2 = rng.poisson(lam2, 1_500_000)
+    m = np.minimum(y1, y2)[(y1 - y2) == k]
+    assert m.size > 100_000
+    support = np.arange(0, 80)
+    a = 2 * np.sqrt(lam1 * lam2)
+    assert chi2_pvalue(m, support, lambda s: bessel_logpmf(s, k, a)) > ALPHA
+    a_bad = 2 * np.sqrt(2 * lam1 * lam2)
+    assert chi2_pvalue(m, support, lambda s: bessel_logpmf(s, k, a_bad)) < ALPHA
+    # and the library's sampler reproduces the same conditional law
+    draws = sample_bessel(float(k), a, rng=rng, size=m.size)
+    assert chi2_pvalue(draws, support, lambda s: bessel_logpmf(s, k, a)) > ALPHA
