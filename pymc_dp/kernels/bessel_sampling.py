@@ -57,8 +57,12 @@ this is a reconstruction, not a transcription). Let :math:`g(n) = \log P(n) + \t
 * Cost: the expected number of proposals is the hat mass over the pmf mass; for large
   :math:`\sigma` it tends to that of a flat-top-plus-exponential hat over a normal density,
   :math:`\approx 1.28`, and for small :math:`\sigma` the centre holds the mode alone. Measured
-  on a grid of :math:`\nu \in [0, 10^4]`, :math:`a \in [10^{-3}, 10^4]` it is at most about 1.6
-  (see :func:`expected_proposals`). No normalising constant (no Bessel function) is needed.
+  on a grid of :math:`\nu \in [0, 10^4]`, :math:`a \in [10^{-3}, 10^4]` it is at most 1.29
+  (:func:`expected_proposals`; the tests assert < 1.6). The sampler needs no normalising
+  constant (no Bessel function): one mode, four ``lgamma`` pairs for the hat, then about
+  1.3 proposals of one ``lgamma`` pair each. Throughput (2-core shared machine): 1.6-5.6
+  million draws per second over :math:`\nu \in \{0, \dots, 10^4\}`,
+  :math:`a \in \{10^{-3}, \dots, 10^4\}`; 1.75 million/s with per-element parameters.
 """
 
 from __future__ import annotations
