@@ -1,41 +1,63 @@
 """pymc_dp: Bayesian inference from differentially private releases, as a PyMC extension.
 
 Write a PyMC model of the *true* data, declare what was released and through which mechanism,
-and call ``pm.sample()``.
+and call ``pm.sample()``:
+
+* mechanisms describe (and can make) a release: :class:`Laplace`, :class:`Geometric`,
+  :class:`Gaussian`, :class:`DiscreteGaussian`;
+* :class:`Privatized` wraps a base distribution whose every value was released with noise, and
+  integrates the true value out exactly;
+* :class:`Release` conditions latent records on a released statistic of them; ``pm.sample`` then
+  picks the :class:`DataAugmentation` step for the records (Ju, Awan, Gong & Rao 2022);
+* noise distributions :class:`Skellam`, :class:`DiscreteLaplace`, :class:`DiscreteNormal`,
+  :class:`Bessel` are ordinary PyMC distributions.
+
+Importing the package registers its step methods with PyMC once (idempotently); their
+competence claims only variables that feed a pymc_dp node, so ordinary models sample as before.
 """
 
-from __future__ import annotations
-
-import importlib
+from pymc_dp.accounting import compose, zcdp_to_approx_dp
+from pymc_dp.distributions.bessel import Bessel
+from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
+from pymc_dp.distributions.discrete_normal import DiscreteNormal
+from pymc_dp.distributions.marginals import register_marginal, registered_marginals
+from pymc_dp.distributions.privatized import Privatized
+from pymc_dp.distributions.release import Release
+from pymc_dp.distributions.skellam import Skellam
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+from pymc_dp.mechanisms.gaussian import Gaussian
+from pymc_dp.mechanisms.geometric import Geometric
+from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.privacy import PrivacyReport, attach_privacy, privacy_report
+from pymc_dp.step_methods import CONJUGATE_STEPS, DataAugmentation, register_step_methods
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it (imported on first use)
-_PUBLIC = {
-    "Mechanism": "pymc_dp.mechanisms.base",
-    "PrivacyGuarantee": "pymc_dp.mechanisms.base",
-    "Laplace": "pymc_dp.mechanisms.laplace",
-    "Geometric": "pymc_dp.mechanisms.geometric",
-    "Gaussian": "pymc_dp.mechanisms.gaussian",
-    "DiscreteGaussian": "pymc_dp.mechanisms.discrete_gaussian",
-    "Skellam": "pymc_dp.distributions.skellam",
-    "Bessel": "pymc_dp.distributions.bessel",
-    "DiscreteLaplace": "pymc_dp.distributions.discrete_laplace",
-    "DiscreteNormal": "pymc_dp.distributions.discrete_normal",
-}
+__all__ = [
+    "CONJUGATE_STEPS",
+    "Bessel",
+    "DataAugmentation",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "DiscreteNormal",
+    "Gaussian",
+    "Geometric",
+    "Laplace",
+    "Mechanism",
+    "PrivacyGuarantee",
+    "PrivacyReport",
+    "Privatized",
+    "Release",
+    "Skellam",
+    "__version__",
+    "attach_privacy",
+    "compose",
+    "privacy_report",
+    "register_marginal",
+    "register_step_methods",
+    "registered_marginals",
+    "zcdp_to_approx_dp",
+]
 
-__all__ = ["__version__", *_PUBLIC]
-
-
-def __getattr__(name: str):
-    try:
-        module = _PUBLIC[name]
-    except KeyError:
-        raise AttributeError(f"module 'pymc_dp' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(__all__)
+register_step_methods()

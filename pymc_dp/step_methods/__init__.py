@@ -1,1 +1,26 @@
-"""PyMC step methods over the pure kernels in :mod:`pymc_dp.kernels`."""
+"""PyMC step methods over the pure kernels in :mod:`pymc_dp.kernels`.
+
+``import pymc_dp`` calls :func:`register_step_methods` once, so that ``pm.sample`` picks these steps
+by itself. Their ``competence`` claims only variables that feed a pymc_dp node (a ``Release``), so
+registering them never changes how an ordinary PyMC model is sampled.
+"""
+
+from __future__ import annotations
+
+from pymc.step_methods import STEP_METHODS
+
+from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS
+from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+__all__ = ["CONJUGATE_STEPS", "DataAugmentation", "register_step_methods"]
+
+
+def register_step_methods() -> None:
+    """Put pymc_dp's steps at the front of ``pymc.step_methods.STEP_METHODS`` (idempotent).
+
+    PyMC breaks competence ties in list order, so the steps go first: the data-augmentation step
+    must win over PyMC's discrete Gibbs steps for the record variables it claims.
+    """
+    for cls in reversed((DataAugmentation, *CONJUGATE_STEPS)):
+        if cls not in STEP_METHODS:
+            STEP_METHODS.insert(0, cls)
