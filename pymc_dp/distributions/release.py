@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import weakref
 
-import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
 from pymc.logprob.abstract import _logprob
@@ -180,14 +179,16 @@ class Release(Distribution):
         # The shape is the statistic's; PyMC passes the observed shape as ``shape``.
         shape = kwargs.pop("shape", None)
         kwargs.pop("size", None)
-        if shape is not None:
-            shape = tuple(np.atleast_1d(shape)) if np.ndim(shape) else tuple(np.reshape(shape, -1))
+        if isinstance(shape, tuple | list):
             static = statistic.type.shape
+            known = [_as_int(o) for o in shape]
             if len(shape) != len(static) or any(
-                s is not None and int(o) != s for o, s in zip(shape, static, strict=True)
+                k is not None and s is not None and k != s
+                for k, s in zip(known, static, strict=True)
             ):
                 raise ValueError(
-                    f"the observed release has shape {shape} but the statistic has shape {static}"
+                    f"the observed release has shape {tuple(shape)} but the statistic has "
+                    f"shape {static}"
                 )
         if statistic.type.ndim > 1:
             raise ValueError(
@@ -195,6 +196,14 @@ class Release(Distribution):
                 "flatten it (e.g. `T.ravel()`)"
             )
         return super().dist([statistic], mechanism=mechanism, **kwargs)
+
+
+def _as_int(value):
+    """``value`` as an int if it is a concrete integer, else None (symbolic dims)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @_logprob.register(ReleaseRV)

@@ -96,3 +96,19 @@ def test_validation_errors():
             Release("z2", x, Laplace(scale=1.0), observed=np.zeros((3, 2)))
         with pytest.raises(ValueError, match="observed release has shape"):
             Release("z3", x.sum(0), Laplace(scale=1.0), observed=np.zeros(3))
+
+
+def test_release_with_dims_and_posterior_predictive_shape():
+    K = 3
+    with pm.Model(coords={"cat": ["a", "b", "c"]}) as model:
+        c = pm.Categorical("c", p=np.ones(K) / K, shape=12)
+        z = Release(
+            "zc",
+            pt.eq(c[:, None], pt.arange(K)).sum(0),
+            Geometric(epsilon=1.0, sensitivity=2),
+            observed=[3, 4, 5],
+            dims="cat",
+        )
+    assert z.dtype == "int64"
+    pri = pm.sample_prior_predictive(5, model=model, random_seed=1)
+    assert pri.prior_predictive["zc"].dims == ("chain", "draw", "cat")
