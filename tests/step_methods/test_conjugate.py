@@ -247,12 +247,14 @@ def test_explicit_refuses_non_conjugate():
 # ---- automatic assignment ----------------------------------------------------------------------
 @pytest.fixture
 def registered():
-    STEP_METHODS[:0] = list(CONJUGATE_STEPS)
+    """ConjugateGibbs first in STEP_METHODS (whether or not ``import pymc_dp`` registered it);
+    the list is restored afterwards."""
+    saved = list(STEP_METHODS)
+    STEP_METHODS[:] = [*CONJUGATE_STEPS, *(c for c in saved if c not in CONJUGATE_STEPS)]
     try:
         yield
     finally:
-        for cls in CONJUGATE_STEPS:
-            STEP_METHODS.remove(cls)
+        STEP_METHODS[:] = saved
 
 
 def test_ordinary_models_keep_nuts(registered):
