@@ -83,6 +83,7 @@ def simplex_backward(v):
 
 #: P(Y = i) of the slides' coverage table (fixed-parameter, frequentist variant; report only)
 PAPER_PI = np.array([0.097, 0.148, 0.145, 0.446, 0.163])
+PAPER_PI = PAPER_PI / PAPER_PI.sum()  # the rounded values sum to 0.999
 
 
 def one_replicate(epsilon, rng, draws, tune, fixed=None):
