@@ -47,13 +47,32 @@ Validity checks (at step construction, i.e. at step assignment in ``pm.sample``)
 
 A model failing any check gets a ``ValueError`` naming the variable and the reason, never a wrong
 posterior. Public record parts that are *parents* of the private part (public predictors,
-private response) need nothing special: they are data in the proposal.
+private response) need nothing special: they are data in the proposal. Public data that enter
+the statistic row by row (a numpy array, ``pm.Data`` or observed variable whose leading length is
+``n``, as ``x`` in ``(x * y).sum()``) are split into records together with the private part; the
+numerical additivity check decides whether that split is right (if a data array merely happens
+to have length ``n``, the split fails the check and is not used).
+
+The checks are numerical, at the initial point and two forward draws: they catch every model
+of the kinds listed above in practice, but they are not a proof (a coupling that vanishes at
+the checked values would pass). The released values are read once, when the step is built.
+
+Compilation: the sweep function runs on PyTensor's C virtual machine (``cvm_nogc``) when a C
+compiler is configured, since passing random generators through the numba backend costs about
+0.1 ms per call; the accept/reject loop is numba (``pymc_dp.kernels.da_sweep``). Pass
+``compile_kwargs={"mode": ...}`` to override.
 
 Statistics that are not sums over records (``max``, medians, centred sums ...) and record blocks
 whose releases use mechanisms of different families take an exact but slower generic path: one
 compiled ``scan`` over the records that swaps record ``i`` in, recomputes the whole statistic
 (O(n) per record, O(n^2) per sweep) and accepts with the PyTensor noise log-densities
 (``Mechanism.logpdf_pt``). Scalar record variables are refused (no record axis).
+
+Sampler statistics: ``da_accept_rate`` (fraction of records whose proposal was accepted in the
+sweep), ``da_accept_mean`` (mean over records of the acceptance probability ``min(1, r_i)``) and
+``da_accept_min`` (minimum over records of ``min(1, r_i)``: the quantity bounded below by
+``exp(-epsilon)``, epsilon summed over the releases of the block). The first and last are shown on
+PyMC's progress bar ("DA acc", "DA min").
 
 Examples
 --------
