@@ -372,3 +372,24 @@ def test_naive_bayes_structure_is_assigned():
         "DataAugmentation": ["y", "x"],
         "ConjugateGibbs": ["pi_simplex__", "th_simplex__"],
     }
+
+
+def test_uses_current_data_and_hyperparameters():
+    """pm.Data hyperparameters and observed children are read at each step: a draw equals the
+    kernel's draw from the exact posterior parameters under the same generator state."""
+    from pymc_dp.kernels.conjugate import draw_beta
+
+    with pm.Model() as m:
+        a = pm.Data("a", 2.0)
+        xd = pm.Data("xd", np.array([1, 0, 1]))
+        p = pm.Beta("p", a, 3.0)
+        pm.Bernoulli("x", p=p, observed=xd)
+    step = ConjugateGibbs([p], model=m)
+    point = m.initial_point()
+    for a_val, x_val in [(2.0, [1, 0, 1]), (5.0, [1, 1, 1, 1, 0])]:
+        pm.set_data({"a": a_val, "xd": np.array(x_val)}, model=m)
+        step.setup_chain(np.random.default_rng(4), 0, 1)
+        got = step.step(point)[0]["p_logodds__"]
+        s, t = sum(x_val), len(x_val)
+        want = draw_beta(np.random.default_rng(4), a_val + s, 3.0 + t - s)
+        np.testing.assert_allclose(got, np.log(want / (1 - want)), rtol=1e-12)
