@@ -255,9 +255,10 @@ class DataAugmentation(BlockedStep):
             else:
                 raise ValueError(
                     f"record variable(s) [{label}] have the free child {rv.name!r}, which is "
-                    "neither a record of the same block nor a Release: the records are not "
-                    "conditionally independent given the other variables, DataAugmentation "
-                    "cannot sample them"
+                    "neither a record of the same block nor a Release: given the other "
+                    "variables the records are not conditionally independent of it. If "
+                    f"{rv.name!r} is a per-record latent part, pass it to DataAugmentation "
+                    "together with the records (it is then proposed jointly)"
                 )
         for pot in model.potentials:
             if _direct_rv_parents(pot, rv_set) & block_set:
@@ -631,9 +632,8 @@ class DataAugmentation(BlockedStep):
 
         model = pm.Model.get_context(error_if_none=False)
         if model is not None and var in model.free_RVs:
-            for rv in model.observed_RVs:
-                if is_release(rv) and var in record_parents(rv.owner.inputs[0]):
-                    return Competence.IDEAL
+            if var in _record_closure(model):
+                return Competence.IDEAL
             return Competence.INCOMPATIBLE
         if var in _RECORD_RVS:
             return Competence.IDEAL
@@ -711,6 +711,33 @@ def _default_mode():
     if pytensor.config.cxx:
         return Mode(linker="cvm_nogc", optimizer="fast_run")
     return None
+
+
+def _record_closure(model) -> set:
+    """Free variables of ``model`` that DataAugmentation samples.
+
+    The free variables in the statistic of an observed Release, and (transitively) their free
+    children with the same leading record length: latent parts of a record that do not enter
+    the statistic (``w_i ~ N(x_i, 1)``) are proposed together with it.
+    """
+    free = set(model.free_RVs)
+    records = set()
+    for rv in model.observed_RVs:
+        if is_release(rv):
+            records.update(v for v in record_parents(rv.owner.inputs[0]) if v in free)
+    if not records:
+        return records
+    rv_set = set(model.basic_RVs)
+    lengths = {rv: rv.type.shape[0] if rv.type.ndim else None for rv in free}
+    changed = True
+    while changed:
+        changed = False
+        for rv in free - records:
+            parents = _direct_rv_parents(rv, rv_set) & records
+            if any(lengths[rv] is not None and lengths[rv] == lengths[p] for p in parents):
+                records.add(rv)
+                changed = True
+    return records
 
 
 def _reseed(fn, rng) -> None:

@@ -355,6 +355,22 @@ def test_auto_assignment_blocks_a_record():
     assert [b.names for b in step._blocks] == [["X", "y"]]
 
 
+def test_latent_record_part_outside_the_statistic_joins_the_block():
+    """w_i ~ N(x_i, 1) is latent and not released: it is proposed jointly with x_i."""
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=6)
+        w = pm.Normal("w", x, 1.0, shape=6)
+        Release("z", x.sum(), Laplace(scale=1.0), observed=2.0)
+    sel = _assignment(model, None)
+    assert sel["DataAugmentation"] == ["w", "x"]
+    with model:
+        step = DataAugmentation([x, w])
+        with pytest.raises(ValueError, match="pass it to DataAugmentation together"):
+            DataAugmentation([x])
+    assert [b.names for b in step._blocks] == [["x", "w"]]
+
+
 # --------------------------------------------------------------------------- errors
 def test_error_record_prior_depends_on_other_records():
     n = 8
