@@ -35,24 +35,27 @@ DiracDelta (``marginalize=False``)            ``*``                   noise dens
 
 Truncated sums and their tail bound
 -----------------------------------
-For a base on the non-negative integers and an integer mechanism whose noise law ``eta`` is
-symmetric and non-increasing in ``|t|``, each observation ``z`` sums ``y`` over the window
-``c - W .. c + W`` with ``c = max(round(z), 0)`` (for the Laplace mechanism, ``c = max(floor(z),
-0)`` and ``c - W .. c + W + 1``). Every neglected ``y`` lies at distance at least
-``D = min(c + W + 1 - z, z - (c - W - 1))`` from ``z`` (the lower side only when
-``c - W - 1 >= 0``), so
+For a base ``p`` on the non-negative integers (Poisson, NegativeBinomial) and a noise law
+``eta`` that is symmetric and non-increasing in ``|t|`` (geometric, Laplace, discrete Gaussian),
+each observation ``z`` sums ``y`` over a window ``[lo, hi]``: from ``W`` points below
+``min(c, m)`` to ``W`` points above ``max(c, m)``, where ``c = max(round(z), 0)`` (``floor``
+for the Laplace mechanism), ``m`` is the base's mean (moved towards ``c`` if needed to keep
+the grid below ``MAX_GRID_CELLS``), and ``lo >= 0``. ``W`` makes
+``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``). Since ``eta`` is non-increasing
+in the distance,
 
 .. math::
 
-    \sum_{y \notin \text{window}} p(y)\,\eta(z - y)
-        \le \eta(D) \sum_{y} p(y) \le \eta(D).
+    \sum_{y > hi} p(y)\,\eta(z - y) \le \eta(hi + 1 - z)\, P(Y > hi), \qquad
+    \sum_{y < lo} p(y)\,\eta(z - y) \le \eta(z - lo + 1)\, P(Y < lo).
 
-The window half-width ``W`` makes ``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``).
-At run time the bound is checked against the computed partial sum ``S``:
-``log eta(D) - log S <= log(1e-12)``, so the relative error of ``p(z)`` is at most 1e-12.
-Where the check fails (the base puts less than about ``e^{-42}`` of its mass near ``z``,
-measured in units of ``eta(0)``), the log-likelihood is ``-inf``: never a silently wrong
-number.
+The tail probabilities are bounded from above in log space (the smaller of the regularized
+incomplete gamma/beta function, floored at 1e-300, and the geometric-series bound
+``P(Y > k) <= p(k + 1) / (1 - rho)`` with ``rho`` a bound on ``p(j + 1)/p(j)``, ``j > k``).
+At run time the sum ``B`` of the two bounds is checked against the computed partial sum
+``S``: ``log B - log S <= log(1e-12)``, so the relative error of ``p(z)`` is at most 1e-12.
+Where the check fails, the log-likelihood is ``-inf``: never a silently wrong number
+(``tests/distributions/test_marginals.py`` forces failures with a narrow window).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from pymc_dp.distributions import marginal_normal, marginal_poisson
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = [
+    "MAX_GRID_CELLS",
     "TAIL_NATS",
     "TAIL_TOL",
     "finite_support_marginal",
@@ -86,6 +90,8 @@ __all__ = [
 TAIL_NATS = 70.0
 #: asserted bound on the relative neglected tail of a truncated sum
 TAIL_TOL = 1e-12
+#: largest grid (records x window points) a truncated sum may build
+MAX_GRID_CELLS = 2**24
 
 _FAMILIES = ("laplace", "geometric", "gaussian", "discrete_gaussian")
 _REGISTRY: dict[tuple[type, str], Callable] = {}
@@ -333,6 +339,28 @@ def _finite_support(base_rv):
     raise NotImplementedError(name)
 
 
+def _clip_probabilities(base_rv):
+    """Rebuild Bernoulli / Binomial / Categorical with ``p`` clipped into (0, 1).
+
+    ``p`` is exactly 0 or 1 only through rounding (``sigmoid(37) == 1.0``). There a support
+    point has log-probability ``-inf`` with an infinite derivative, and ``0 * inf`` turns the
+    gradient of the logsumexp into NaN although the marginal is smooth. Clipping to
+    ``[1e-300, 1 - 2**-53]`` changes the marginal by a relative ``e^-36`` at most and keeps
+    the gradient finite (it is 0 where the clip is active).
+    """
+    name = type(base_rv.owner.op).__name__
+    if name not in ("BernoulliRV", "BinomialRV", "CategoricalRV"):
+        return base_rv
+    params = list(_params(base_rv))
+    lo, hi = np.float64(1e-300), np.float64(1.0 - 2.0**-53)
+    if name == "CategoricalRV":
+        return pm.Categorical.dist(p=pt.clip(params[0], lo, np.float64(1.0)))
+    params[-1] = pt.clip(params[-1], lo, hi)
+    if name == "BernoulliRV":
+        return pm.Bernoulli.dist(p=params[0])
+    return pm.Binomial.dist(n=params[0], p=params[1])
+
+
 def finite_support_marginal(value, base_rv, mechanism):
     """Any base with finite support, any mechanism: exact logsumexp over the support.
 
@@ -341,6 +369,7 @@ def finite_support_marginal(value, base_rv, mechanism):
     Costs ``len(support)`` evaluations per record.
     """
     lo, hi = _finite_support(base_rv)
+    base_rv = _clip_probabilities(base_rv)
     value = pt.as_tensor_variable(value)
     ndim = value.ndim
     k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), ndim)
@@ -429,9 +458,15 @@ def truncated_sum_marginal(value, base_rv, mechanism):
     value = pt.as_tensor_variable(value).astype("float64")
     w = _window_halfwidth(mechanism)
     center, log_below, log_above = _count_tails(base_rv)
-    center = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
     c = pt.floor(value) if not mechanism.integer else pt.round(value)
     c = pt.clip(c, 0.0, np.float64(2.0**52))
+    # stretch each window from the observation towards the base's mean, at most `reach`
+    # points, so that the grid never exceeds MAX_GRID_CELLS (parameters far out in warm-up
+    # would otherwise ask for huge windows; there the bound check decides)
+    reach = pt.maximum(MAX_GRID_CELLS // pt.maximum(value.size, 1) - (2 * w + 2), 0)
+    reach = reach.astype("float64")
+    center = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
+    center = pt.clip(center, c - reach, c + reach)
     start = pt.maximum(pt.minimum(c, center) - w, 0.0)
     length = zero_grad(pt.max(pt.maximum(c, center) + w + 1.0 - start)).astype("int64") + 1
     steps = pt.arange(length).astype("float64")

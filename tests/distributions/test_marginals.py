@@ -432,3 +432,18 @@ def test_register_marginal_decorator_and_overwrite():
         marg.register_marginal("Gamma", "laplace", gamma_laplace)
     with pytest.raises(TypeError, match="family name"):
         marg.register_marginal(pm.Gamma, 3, gamma_laplace)
+
+
+def test_finite_support_gradient_finite_at_rounded_boundary():
+    """sigmoid(40) == 1.0 in floating point: the marginal and its gradient stay finite.
+
+    (PyMC's own Beta prior on the log-odds scale has a NaN gradient there; this is about the
+    likelihood, so the log-odds enter directly.)
+    """
+    x = pt.dscalar("x")
+    base = pm.Binomial.dist(10, pm.math.sigmoid(x))
+    z = np.array([3, 9, -2])
+    lp = pm.logp(Privatized.dist(base, Geometric(epsilon=0.5), shape=3), z).sum()
+    f = pytensor.function([x], [lp, pytensor.grad(lp, x)])
+    for v in (-800.0, -40.0, 40.0, 800.0):
+        assert np.isfinite(f(v)).all(), v

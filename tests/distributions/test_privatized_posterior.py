@@ -124,15 +124,15 @@ def test_beta_binomial_discrete_laplace_noise():
 @pytest.mark.slow
 def test_negative_binomial_geometric_noise_slow():
     rng = np.random.default_rng(404)
-    mech = Geometric(epsilon=1.0)
-    y = rng.negative_binomial(2.0, 2.0 / (2.0 + 5.0), size=40)
+    mech = Geometric(epsilon=0.2)
+    y = rng.negative_binomial(2.0, 2.0 / (2.0 + 5.0), size=60)
     z = mech.release(y, rng=rng)
     with pm.Model():
         m = pm.Gamma("m", 2.0, 0.4)
         Privatized("z", pm.NegativeBinomial.dist(mu=m, alpha=2.0), mech, observed=z)
         idata = pm.sample(**SAMPLE, random_seed=7)
     grid = np.linspace(0.5, 20, 3000)
-    ys = np.arange(0, 400)
+    ys = np.arange(0, 600)
     noise = mech.logpdf(z[:, None] - ys[None, :])
     loglik = np.array(
         [
