@@ -299,13 +299,19 @@ class DataAugmentation(BlockedStep):
             [*block_rvs, *observed_children], [*prior_terms, *child_terms], strict=True
         ):
             rows = _rows(term, n)
+            if rows is not None and rows.type.shape[0] not in (None, n):
+                rows = None
             if rows is None:
                 raise ValueError(
-                    f"the log-density of {rv.name!r} has no record axis; records "
+                    f"the log-density of {rv.name!r} has no record axis of length {n}; records "
                     f"[{label}] need a leading record axis of length {n}"
                 )
             row_terms.append(rows)
-        lw_cur = sum(_rows(t, n) for t in child_terms) if child_terms else pt.zeros((n,), "float64")
+        if child_terms:
+            lw_cur = sum(_rows(t, n) for t in child_terms)
+        else:
+            lw_cur = pt.zeros((n,), "float64")
+            lw_cur.tag.pymc_dp_zeros = True
 
         # forward (ancestral) proposal of the block given everything else
         others = {rv: val for rv, val in model.rvs_to_values.items() if rv not in block_set}
