@@ -77,7 +77,7 @@ __all__ = [
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _TOL = 1e-17
-_VERSION = 1  # bump when the kernels change (numba on-disk cache key)
+_VERSION = 2  # bump when the kernels change (numba on-disk cache key)
 
 
 @numba.njit(cache=True)
@@ -192,7 +192,39 @@ def _conv_logp(z, mu, a, logc):
 
 
 @numba.njit(cache=True)
+def _table_applies(z, mu):
+    """Shared rate and integer values spanning fewer points than there are records."""
+    n = z.shape[0]
+    if n < 64:
+        return False
+    zmin = z[0]
+    zmax = z[0]
+    for i in range(n):
+        if mu[i] != mu[0] or z[i] != math.floor(z[i]):
+            return False
+        zmin = min(zmin, z[i])
+        zmax = max(zmax, z[i])
+    return zmax - zmin + 2.0 <= n
+
+
+@numba.njit(cache=True)
 def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
+    if _table_applies(z, mu):
+        # one evaluation per integer in [min z - 1, max z]; d/dmu reuses the neighbour
+        zmin = z[0]
+        zmax = z[0]
+        for i in range(z.shape[0]):
+            zmin = min(zmin, z[i])
+            zmax = max(zmax, z[i])
+        size = int(zmax - zmin) + 2
+        table = np.empty(size)
+        for j in range(size):
+            table[j] = _conv_logp(zmin - 1.0 + j, mu[0], a, logc)
+        for i in range(z.shape[0]):
+            k = int(z[i] - zmin) + 1
+            out[i] = table[k]
+            dout[i] = math.expm1(table[k - 1] - table[k])
+        return
     for i in range(z.shape[0]):
         lp = _conv_logp(z[i], mu[i], a, logc)
         out[i] = lp
