@@ -139,6 +139,7 @@ class _Block:
 
     def __post_init__(self):
         self.zeros = np.zeros(self.n)
+        self.accepted = np.empty(self.n, dtype=np.bool_)  # kernel output buffer
 
 
 def _direct_rv_parents(var, rv_set) -> set:
@@ -605,8 +606,9 @@ class DataAugmentation(BlockedStep):
                 extra = np.ascontiguousarray(res[k + 2], dtype=np.float64)
             else:
                 extra = b.zeros
-            log_u = np.log(self.rng.random(b.n))
-            accepted = np.empty(b.n, dtype=np.bool_)
+            log_u = self.rng.random(b.n)
+            np.log(log_u, out=log_u)
+            accepted = b.accepted
             sweep = specialized_da_sweep(b.logpdf)
             acc, mn, mean = sweep(stat, b.z, dt, extra, log_u, b.params, accepted)
             for name, prop in zip(b.names, props, strict=True):
