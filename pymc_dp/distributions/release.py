@@ -17,6 +17,9 @@ likelihood") is not available in closed form in general, so the records stay lat
 
 Forward draws are ``T(x) + noise``, so prior and posterior predictive sampling work.
 The mechanism is kept on the variable for privacy accounting (:func:`released_mechanisms`).
+The mechanism's ``sensitivity`` is the user's statement about ``T`` (e.g. 1 for a count, 2 for
+a count vector of one-hot records); it enters the accounting, not the likelihood, and is not
+verified against the graph of the statistic.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from pymc_dp.mechanisms.base import Mechanism
 __all__ = ["Release", "ReleaseRV", "is_release", "record_parents", "released_mechanisms"]
 
 # Random variables that appear (directly, not through another random variable) in the statistic
-# of some Release. ``DataAugmentation.competence`` claims exactly these, so that importing
-# pymc_dp never changes how a model without a Release is sampled. Weak references: the registry
-# never keeps a model alive.
+# of a Release registered in a model. ``DataAugmentation.competence`` uses this registry when no
+# model context is active (inside one it inspects the model), so that importing pymc_dp never
+# changes how a model without a Release is sampled. Weak references: the registry never keeps a
+# model alive.
 _RECORD_RVS: weakref.WeakSet = weakref.WeakSet()
 
 
