@@ -28,9 +28,10 @@ tables) must fall below the band at epsilon <= 1.
 
 Default size: 16 replicates per epsilon (80 chains), 200 tune + 1000 draws each, calling the
 steps directly (no ``pm.sample`` overhead; the compiled sweep is cached across replicates). 20
-replicates took 24 min on the shared 2-core machine at load ~5 (mean coverage 0.918, noise-ignoring
-0.10-0.89); 16 aims at < 20 min. Set ``NB_REPLICATES`` / ``NB_DRAWS`` / ``NB_TUNE`` to resize,
-``NB_TABLE=path`` to write the markdown table.
+replicates took 24 min on the shared 2-core machine at load ~5 (mean coverage 0.918,
+noise-ignoring 0.10-0.89); the default 16 took 7 min at load ~1 (coverage 0.927). Set
+``NB_REPLICATES`` / ``NB_DRAWS`` / ``NB_TUNE`` to resize, ``NB_TABLE=path`` to write the
+markdown table.
 """
 
 from __future__ import annotations
