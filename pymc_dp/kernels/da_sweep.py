@@ -12,6 +12,13 @@ after the swap is ``T - t(x_i) + t(x_i')``, so one record costs O(size of T) ins
 product over components. Only this accept/reject loop is sequential; the proposals and the
 per-record contributions ``t(x_i)``, ``t(x_i')`` are computed vectorized beforehand.
 
+:func:`da_sweep_cached` is the variant used by the step: it takes the contributions of the
+proposed records ``t(x_i')`` and of the current records ``t(x_i)`` separately, the latter kept
+by the step from one sweep to the next (after a sweep the current contributions are those of the
+accepted proposals, which the kernel copies in place), so a sweep evaluates ``t`` only on the
+``n`` proposals. It compares a uniform draw with ``min(1, ratio)`` instead of its logarithm with
+the log-ratio (the same event), so no logarithm of ``n`` uniforms is taken.
+
 An optional per-record term ``extra_i`` is added to the log acceptance ratio: it is
 ``log p(y_i | x_i') - log p(y_i | x_i)`` for observed per-record children ``y_i`` of the record
 (public parts that depend on the private part), which makes the independence proposal from the
@@ -25,7 +32,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["da_sweep", "specialized_da_sweep"]
+__all__ = ["da_sweep", "da_sweep_cached", "specialized_da_sweep", "specialized_da_sweep_cached"]
 
 
 @numba.njit(cache=True)
@@ -144,4 +151,128 @@ def specialized_da_sweep(logpdf):
         return da_sweep(stat, z, dt, extra, log_u, logpdf, params, accepted)
 
     _SPECIALIZED[logpdf] = sweep
+    return sweep
+
+
+@numba.njit(cache=True)
+def da_sweep_cached(
+    stat, z, t_prop, t_cur, extra, u, logpdf, params, rejected
+):  # pragma: no cover - compiled
+    """:func:`da_sweep` with the per-record contributions of the current records kept in place.
+
+    Record ``i`` is accepted when ``log_ratio_i >= 0`` or ``u_i < exp(log_ratio_i)``: the event
+    ``log u_i < log_ratio_i`` of :func:`da_sweep`, with probability ``min(1, ratio_i)``.
+
+    Parameters
+    ----------
+    stat : float64[::1], shape (m,)
+        The current statistic ``T(x)``; updated in place to that of the returned records.
+    z : float64[::1], shape (m,)
+        The released values.
+    t_prop : float64[:, ::1], shape (n, m)
+        ``t(x_i')``, contributions of the proposed records.
+    t_cur : float64[:, ::1], shape (n, m)
+        ``t(x_i)``, contributions of the current records. Row ``i`` is overwritten by
+        ``t_prop[i]`` when record ``i`` is accepted, so on return it holds the contributions of
+        the returned records.
+    extra : float64[::1], shape (n,)
+        Additional log acceptance ratio per record (observed children; zeros if none).
+    u : float64[::1], shape (n,)
+        Independent Uniform(0, 1) draws.
+    logpdf : numba function ``f(x: float64, params: float64[::1]) -> float64``
+    params : float64[:, ::1], shape (m, P)
+    rejected : bool[::1], shape (n,)
+        Output: whether the proposal of record ``i`` was rejected.
+
+    Returns
+    -------
+    n_accepted : int
+    min_prob : float
+    mean_prob : float
+
+    Examples
+    --------
+    The example of :func:`da_sweep` with the contributions given separately:
+
+    >>> import numpy as np
+    >>> from pymc_dp.kernels.da_sweep import da_sweep_cached
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=1.0)
+    >>> stat = np.array([3.0]); rej = np.zeros(2, dtype=bool)
+    >>> t_cur = np.array([[0.0], [1.0]]); t_prop = np.array([[1.0], [0.0]])
+    >>> out = da_sweep_cached(stat, np.array([10.0]), t_prop, t_cur, np.zeros(2),
+    ...                       np.array([0.99, 0.5]), mech.numba_logpdf,
+    ...                       mech.numba_params[None, :], rej)
+    >>> int(out[0]), round(float(out[1]), 6), rej.tolist(), stat.tolist(), t_cur.ravel().tolist()
+    (1, 0.367879, [False, True], [4.0], [1.0, 1.0])
+    """
+    n = t_prop.shape[0]
+    m = t_prop.shape[1]
+    lp_cur = np.empty(m)
+    lp_new = np.empty(m)
+    for k in range(m):
+        lp_cur[k] = logpdf(z[k] - stat[k], params[k])
+    n_acc = 0
+    min_prob = 1.0
+    sum_prob = 0.0
+    for i in range(n):
+        log_ratio = extra[i]
+        for k in range(m):
+            d = t_prop[i, k] - t_cur[i, k]
+            if d != 0.0:
+                lp_new[k] = logpdf(z[k] - (stat[k] + d), params[k])
+                log_ratio += lp_new[k] - lp_cur[k]
+        if log_ratio >= 0.0:
+            prob = 1.0
+            accept = True
+        else:
+            prob = math.exp(log_ratio)
+            accept = u[i] < prob
+        if prob < min_prob:
+            min_prob = prob
+        sum_prob += prob
+        if accept:
+            rejected[i] = False
+            n_acc += 1
+            for k in range(m):
+                d = t_prop[i, k] - t_cur[i, k]
+                if d != 0.0:
+                    stat[k] += d
+                    lp_cur[k] = lp_new[k]
+                t_cur[i, k] = t_prop[i, k]
+        else:
+            rejected[i] = True
+    return n_acc, min_prob, sum_prob / max(n, 1)
+
+
+_SPECIALIZED_CACHED: dict = {}
+
+
+def specialized_da_sweep_cached(logpdf):
+    """:func:`da_sweep_cached` with ``logpdf`` fixed at compile time (cached per process).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=1.0)
+    >>> sweep = specialized_da_sweep_cached(mech.numba_logpdf)
+    >>> sweep is specialized_da_sweep_cached(mech.numba_logpdf)
+    True
+    >>> rej = np.zeros(1, dtype=bool)
+    >>> out = sweep(np.array([3.0]), np.array([10.0]), np.array([[0.0]]), np.array([[1.0]]),
+    ...             np.zeros(1), np.array([0.5]), mech.numba_params[None, :], rej)
+    >>> rej.tolist(), round(float(out[1]), 6)
+    ([True], 0.367879)
+    """
+    try:
+        return _SPECIALIZED_CACHED[logpdf]
+    except KeyError:
+        pass
+
+    @numba.njit
+    def sweep(stat, z, t_prop, t_cur, extra, u, params, rejected):  # pragma: no cover
+        return da_sweep_cached(stat, z, t_prop, t_cur, extra, u, logpdf, params, rejected)
+
+    _SPECIALIZED_CACHED[logpdf] = sweep
     return sweep

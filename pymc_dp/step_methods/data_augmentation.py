@@ -112,10 +112,13 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.random.basic import BernoulliRV
+from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomGeneratorType, RandomType
+from pytensor.tensor.type_other import NoneTypeT
 
 from pymc_dp.distributions.release import _RECORD_RVS, _is_rv, is_release, record_parents
-from pymc_dp.kernels.da_sweep import specialized_da_sweep
+from pymc_dp.kernels.da_sweep import specialized_da_sweep_cached
 
 __all__ = ["DataAugmentation"]
 
@@ -133,13 +136,89 @@ class _Block:
     z: np.ndarray  # (m,) released values, flattened
     params: np.ndarray  # (m, P) numba parameters per component
     logpdf: object  # numba function
-    fn: object  # compiled sweep function
+    fn: object  # additive path: t function (see _compile_and_check); generic: the whole sweep
     has_extra: bool  # whether fn also returns per-record observed-child log-ratios
     generic: bool = False  # True: fn runs the whole sweep (non-additive statistic)
+    proposer: object = (
+        None  # additive path: draws the proposals (_DirectProposer/_CompiledProposer)
+    )
+    const: np.ndarray | None = None  # C in T = C + sum_i t(x_i)
+    free_T: bool = False  # T involves other variables: fn also returns T, t is not cached
 
     def __post_init__(self):
         self.zeros = np.zeros(self.n)
-        self.accepted = np.empty(self.n, dtype=np.bool_)  # kernel output buffer
+        self.rejected = np.empty(self.n, dtype=np.bool_)  # kernel output buffer
+        self.u = np.empty(self.n)  # uniforms of the accept/reject decisions
+        self.clear_cache()
+
+    def clear_cache(self):
+        """Forget the cached contributions ``t(x_i)`` of the current records."""
+        self.t_cur = None  # (n, m) float64, t of the records in self.last
+        self.last = None  # the record arrays returned by the last sweep
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["t_cur"] = state["last"] = None  # a cache, possibly large: not pickled
+        return state
+
+
+class _DirectProposer:
+    """Proposals drawn with numpy from the record distributions' own ``rng_fn``.
+
+    For record variables that are plain PyTensor ``RandomVariable`` s without a transform, only
+    the distribution *parameters* (and ``size``) are compiled, as functions of the model's value
+    variables; the draw is ``op.rng_fn(rng, *params, size)``, the very call that
+    ``RandomVariable.perform`` makes in a compiled graph, so the law is the same. Variables of a
+    block are drawn in model (topological) order, later ones with the earlier proposals in place
+    of the current records (ancestral sampling). ``BernoulliRV`` (whose ``rng_fn`` goes through
+    scipy's binomial sampler) is drawn as ``u < p`` with ``u ~ Uniform[0, 1)``, the same law
+    up to the 2^-53 resolution of the uniform draws.
+    """
+
+    def __init__(self, specs):
+        # specs: (position in args, dtype, op, fn or None, constant params or None, has_size,
+        #         is_bernoulli)
+        self.specs = specs
+
+    def draw(self, args, rng):
+        args = list(args)
+        out = []
+        for pos, dtype, op, fn, const, has_size, bern in self.specs:
+            vals = const if fn is None else fn(*args)
+            if has_size:
+                *dist, size = vals
+                size = tuple(int(s) for s in size)
+            else:
+                dist, size = vals, None
+            if bern:
+                (p,) = dist
+                shape = np.shape(p) if size is None else size
+                x = np.less(rng.random(shape), p)
+            else:
+                x = op.rng_fn(rng, *dist, size)
+            x = np.asarray(x, dtype=dtype)
+            if not (x.flags.owndata and x.flags.writeable and x.flags.c_contiguous):
+                x = np.array(x, dtype=dtype, order="C")
+            args[pos] = x
+            out.append(x)
+        return out
+
+    def reseed(self, rng):
+        """Nothing to do: the draws come from the step's generator."""
+
+
+class _CompiledProposer:
+    """Proposals from one compiled PyTensor graph of the record variables (any forward-samplable
+    distribution: SymbolicRandomVariables, CustomDist, transformed variables ...)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def draw(self, args, rng):
+        return [np.array(x) for x in self.fn(*args)]
+
+    def reseed(self, rng):
+        _reseed(self.fn, rng)
 
 
 def _direct_rv_parents(var, rv_set) -> set:
@@ -230,6 +309,7 @@ class DataAugmentation(BlockedStep):
                 self._build_block(model, block, ip, compile_kwargs)
                 for block in _partition(model, rvs, ip)
             ]
+        self.__dict__.pop("_proposer", None)
         self._reset_rngs()
 
     # ------------------------------------------------------------------ construction
@@ -331,17 +411,19 @@ class DataAugmentation(BlockedStep):
         prop_vals = [pt.cast(p, v.dtype) for p, v in zip(prop_vals, values, strict=True)]
 
         t_flat = None
+        extras = {}
+        self._proposer = None  # built once per block, on the first additive candidate
         for batch_leaves in (True, False) if one_family else ():
             cand = self._per_record(T_flat, stats, values, n, batch_leaves)
             if cand is None:
                 continue
             ok, compiled = self._compile_and_check(
-                model, ip, label, values, prop_vals, T_flat, cand, lw_cur, row_terms, n,
-                compile_kwargs, stats, batch_leaves,
+                model, ip, label, block_rvs, values, prop_vals, T_flat, cand, lw_cur, row_terms,
+                n, compile_kwargs, stats, batch_leaves,
             )  # fmt: skip
             if ok:
                 t_flat = cand
-                fn, has_extra = compiled
+                fn, has_extra, extras = compiled
                 break
         generic = t_flat is None
         if generic:
@@ -359,6 +441,7 @@ class DataAugmentation(BlockedStep):
             fn=fn,
             has_extra=has_extra,
             generic=generic,
+            **extras,
         )
 
     def _build_generic(
@@ -446,17 +529,15 @@ class DataAugmentation(BlockedStep):
         return fn, has_extra
 
     @staticmethod
-    def _per_record(T_flat, stats, values, n, batch_leaves, props=None):
+    def _per_record(T_flat, stats, values, n, batch_leaves, recs=None):
         """Graph of t(x_i) for all i, shape (n, m): the statistic on one-record data sets.
 
-        With ``props`` (value var -> proposal), the records are the 2n rows of the current and
-        the proposed records stacked, giving shape (2n, m).
+        With ``recs`` (value var -> replacement), t is evaluated at the replacement records
+        (e.g. the proposals) instead of the value variables.
         """
 
         def rows(v):
-            if props is None:
-                return v
-            return pt.concatenate([v, props[v] if v in props else v], axis=0)
+            return v if recs is None else recs.get(v, v)
 
         replace = {v: pt.expand_dims(rows(v), 1) for v in values}
         if batch_leaves:
@@ -479,11 +560,53 @@ class DataAugmentation(BlockedStep):
             return None
         return t
 
+    def _make_proposer(self, model, ip, block_rvs, values, prop_vals, label, ck):
+        """A :class:`_DirectProposer` when every record variable allows it, else compiled."""
+        specs = []
+        for rv, v in zip(block_rvs, values, strict=True):
+            op = rv.owner.op
+            if not isinstance(op, RandomVariable) or model.rvs_to_transforms.get(rv) is not None:
+                specs = None
+                break
+            size = op.size_param(rv.owner)
+            has_size = not isinstance(size.type, NoneTypeT)
+            outs = [*op.dist_params(rv.owner), *([size] if has_size else [])]
+            outs = model.replace_rvs_by_values(outs)
+            try:
+                fn = compile(model.value_vars, outs, on_unused_input="ignore", **ck)
+            except Exception:
+                specs = None
+                break
+            fn.trust_input = True
+            const = None
+            if all(isinstance(i, Constant) for i in graph_inputs(outs)):
+                # parameters fixed by the model: evaluated once
+                const = [
+                    np.asarray(o) for o in fn(*[np.asarray(ip[nm]) for nm in self._input_names])
+                ]
+                fn = None
+            specs.append(
+                [self._input_names.index(v.name), v.dtype, op, fn, const, has_size,
+                 isinstance(op, BernoulliRV)]
+            )  # fmt: skip
+        if specs is not None:
+            return _DirectProposer(specs)
+        try:
+            fn = compile(model.value_vars, prop_vals, on_unused_input="ignore", **ck)
+        except Exception as err:
+            raise ValueError(
+                f"record variable(s) [{label}] cannot be forward-sampled given their parents, "
+                f"so DataAugmentation cannot propose them: {type(err).__name__}: {err}"
+            ) from err
+        fn.trust_input = True
+        return _CompiledProposer(fn)
+
     def _compile_and_check(
         self,
         model,
         ip,
         label,
+        block_rvs,
         values,
         prop_vals,
         T_flat,
@@ -495,11 +618,12 @@ class DataAugmentation(BlockedStep):
         stats,
         batch_leaves,
     ):
-        value_to_prop = dict(zip(values, prop_vals, strict=True))
-        # t of current and proposed records in ONE vectorized pass over 2n stacked records
-        t_both = self._per_record(T_flat, stats, values, n, batch_leaves, value_to_prop)
-        t_cur, t_prop = t_both[:n], t_both[n:]
-        const = pytensor.shared(np.zeros(T_flat.type.shape[0] or 0, dtype=np.float64))
+        # t at given records (the proposals, or the current records when the cache is empty)
+        recs_in = [v.type(name=f"{v.name}_records") for v in values]
+        value_to_recs = dict(zip(values, recs_in, strict=True))
+        t_recs = self._per_record(T_flat, stats, values, n, batch_leaves, value_to_recs)
+        if t_recs is None:
+            return False, None
         block_set = set(values)
         free_inputs = [
             i
@@ -508,20 +632,17 @@ class DataAugmentation(BlockedStep):
         ]
         # T = C + sum_i t(x_i); C is a constant (checked below) unless T involves other
         # variables, in which case T is evaluated directly
-        T_out = T_flat if free_inputs else const + t_cur.sum(0)
-        outputs = [*prop_vals, T_out, t_prop - t_cur]
+        outputs = [pt.cast(t_recs, "float64")]
         has_extra = bool(lw_cur.owner is not None and not _is_zeros(lw_cur))
         if has_extra:
-            lw_prop = graph_replace(lw_cur, value_to_prop, strict=False)
-            outputs.append(lw_prop - lw_cur)
-        try:
-            fn = compile(model.value_vars, outputs, on_unused_input="ignore", **ck)
-        except Exception as err:
-            raise ValueError(
-                f"record variable(s) [{label}] cannot be forward-sampled given their parents, "
-                f"so DataAugmentation cannot propose them: {type(err).__name__}: {err}"
-            ) from err
+            outputs.append(graph_replace(lw_cur, value_to_recs, strict=False) - lw_cur)
+        if free_inputs:
+            outputs.append(T_flat)
+        fn = compile([*model.value_vars, *recs_in], outputs, on_unused_input="ignore", **ck)
         fn.trust_input = True
+        if self._proposer is None:
+            self._proposer = self._make_proposer(model, ip, block_rvs, values, prop_vals, label, ck)
+        proposer = self._proposer
         check = compile(
             model.value_vars,
             [T_flat, t_flat.sum(0), pt.stack(row_terms)],
@@ -531,17 +652,20 @@ class DataAugmentation(BlockedStep):
         args = [np.asarray(ip[name]) for name in self._input_names]
         names = [v.name for v in values]
         pos = [self._input_names.index(nm) for nm in names]
-        _reseed(fn, np.random.default_rng(12345))
+        check_rng = np.random.default_rng(12345)
+        proposer.reseed(check_rng)
         draws = []
         try:
             for _ in range(2):
-                res = fn(*args)
-                draws.append([np.array(r) for r in res[: len(values)]])
+                draws.append(proposer.draw(args, check_rng))
         except Exception as err:
             raise ValueError(
                 f"record variable(s) [{label}] cannot be forward-sampled given their parents, "
                 f"so DataAugmentation cannot propose them: {type(err).__name__}: {err}"
             ) from err
+        for d, a in zip(draws[0], [args[p] for p in pos], strict=True):
+            if d.shape != np.shape(a):
+                return False, None
 
         def at(recs):
             a = list(args)
@@ -562,16 +686,21 @@ class DataAugmentation(BlockedStep):
             for c, _ in consts
         ):
             return False, None
-        const.set_value(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
+        const = np.ascontiguousarray(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
 
         # 2. conditional independence: changing record j changes only row j of the terms
         _check_rows(lambda recs: at(recs)[2], draws, n, label)
-        return True, (fn, has_extra)
+        extras = {"proposer": proposer, "const": const, "free_T": bool(free_inputs)}
+        return True, (fn, has_extra, extras)
 
     # ------------------------------------------------------------------ sampling
     def _reset_rngs(self):
         for b in self._blocks:
-            _reseed(b.fn, self.rng)
+            if b.generic:
+                _reseed(b.fn, self.rng)
+            else:
+                b.proposer.reseed(self.rng)
+                b.clear_cache()
 
     def setup_chain(self, rng, tune, draws):
         """Set the per-chain generator and re-derive the proposal generators from it."""
@@ -597,25 +726,7 @@ class DataAugmentation(BlockedStep):
                 min_prob = min(min_prob, float(res[k + 1]))
                 sum_prob += float(res[k + 2]) * b.n
                 continue
-            res = b.fn(*args)
-            k = len(b.names)
-            props = res[:k]
-            stat = np.array(res[k], dtype=np.float64)
-            dt = np.ascontiguousarray(res[k + 1], dtype=np.float64)
-            if b.has_extra:
-                extra = np.ascontiguousarray(res[k + 2], dtype=np.float64)
-            else:
-                extra = b.zeros
-            log_u = self.rng.random(b.n)
-            np.log(log_u, out=log_u)
-            accepted = b.accepted
-            sweep = specialized_da_sweep(b.logpdf)
-            acc, mn, mean = sweep(stat, b.z, dt, extra, log_u, b.params, accepted)
-            for name, prop in zip(b.names, props, strict=True):
-                cur = new_point[name]
-                new = cur.copy()
-                new[accepted] = prop[accepted]
-                new_point[name] = new
+            acc, mn, mean = self._sweep_additive(b, args, new_point)
             n_acc += acc
             n_tot += b.n
             min_prob = min(min_prob, mn)
@@ -626,6 +737,45 @@ class DataAugmentation(BlockedStep):
             "da_accept_min": float(min_prob),
         }
         return new_point, [stats]
+
+    def _sweep_additive(self, b, args, new_point):
+        """One sweep of a block whose statistic is ``C + sum_i t(x_i)`` (updates new_point)."""
+        cur = [new_point[name] for name in b.names]
+        props = b.proposer.draw(args, self.rng)
+        res = b.fn(*args, *props)
+        t_prop = res[0]
+        if not t_prop.flags.c_contiguous:
+            t_prop = np.ascontiguousarray(t_prop)
+        # t of the current records: cached from the previous sweep when these are the very
+        # arrays it returned (and T involves no other variable), else evaluated
+        last = b.last
+        if (
+            b.free_T
+            or last is None
+            or len(last) != len(cur)
+            or any(a is not c for a, c in zip(last, cur, strict=True))
+        ):
+            t_cur = np.array(b.fn(*args, *cur)[0], dtype=np.float64, order="C")
+        else:
+            t_cur = b.t_cur
+        if b.free_T:
+            stat = np.array(res[-1], dtype=np.float64).reshape(-1)
+        else:
+            stat = b.const + t_cur.sum(axis=0)
+        extra = np.ascontiguousarray(res[1], dtype=np.float64) if b.has_extra else b.zeros
+        u = self.rng.random(out=b.u)
+        rejected = b.rejected
+        sweep = specialized_da_sweep_cached(b.logpdf)
+        acc, mn, mean = sweep(stat, b.z, t_prop, t_cur, extra, u, b.params, rejected)
+        # the proposal arrays are fresh: they become the new records, with the rejected rows
+        # restored from the current ones
+        for name, prop, c in zip(b.names, props, cur, strict=True):
+            mask = rejected.reshape(rejected.shape + (1,) * (prop.ndim - 1))
+            np.copyto(prop, c, where=mask)
+            new_point[name] = prop
+        b.t_cur = t_cur
+        b.last = props
+        return acc, mn, mean
 
     # ------------------------------------------------------------------ assignment
     @staticmethod
