@@ -16,20 +16,34 @@ records of a sweep is reported as the ``da_accept_min`` sampler statistic.
 
 How a sweep is computed
 -----------------------
-1. One compiled PyTensor function draws all ``n`` proposals at once by ancestral sampling of the
-   record variables given the current values of everything else (records are conditionally
-   independent given the parameters, so the proposals of a sweep do not depend on each other).
-   A record made of several variables (a regression record ``(x_i, y_i)``) is proposed jointly.
-2. The same function evaluates, vectorized, the released statistic ``T`` and the per-record
-   contributions ``t(x_i)`` and ``t(x_i')``. ``t`` is obtained from the graph of the statistic
-   itself: the statistic is evaluated on one-record data sets, ``t(x_i) = T([x_i])``, vectorized
-   over ``i`` with :func:`pytensor.graph.replace.vectorize_graph`. At construction the step checks
-   numerically, on the initial point and two forward draws, that ``T(x) = C + sum_i t(x_i)`` with
-   the same ``C`` (counts, sums, sums of squares, ``X'y``, ``X'X``, one-hot tables, clamped
-   values ... all pass; ``max``, medians, centred sums do not and take the generic path below).
+1. All ``n`` proposals are drawn at once by ancestral sampling of the record variables given
+   the current values of everything else (records are conditionally independent given the
+   parameters, so the proposals of a sweep do not depend on each other). A record made of
+   several variables (a regression record ``(x_i, y_i)``) is proposed jointly.
+   For record variables that are plain PyTensor ``RandomVariable`` s without a transform
+   (Bernoulli, Categorical, Normal, Poisson, Binomial, ...), only the distribution
+   *parameters* are compiled; the draw is the op's own ``rng_fn(rng, *params, size)`` with the
+   step's numpy generator (the call ``RandomVariable.perform`` makes), with two shortcuts of
+   the same law: Bernoulli as ``u < p`` and Normal as ``loc + scale * standard_normal``.
+   Anything else (``SymbolicRandomVariable`` s, ``CustomDist`` graphs, transformed records)
+   is drawn by one compiled PyTensor graph of the records (``direct_proposals=False`` forces
+   this path everywhere).
+2. A compiled function evaluates, vectorized, the per-record contributions ``t(x_i')`` of the
+   proposals. ``t`` is obtained from the graph of the statistic itself: the statistic is
+   evaluated on one-record data sets, ``t(x_i) = T([x_i])``, vectorized over ``i`` with
+   :func:`pytensor.graph.replace.vectorize_graph`. At construction the step checks
+   numerically, on the initial point and two forward draws, that ``T(x) = C + sum_i t(x_i)``
+   with the same ``C`` (counts, sums, sums of squares, ``X'y``, ``X'X``, one-hot tables,
+   clamped values ... all pass; ``max``, medians, centred sums do not and take the generic path
+   below). The contributions ``t(x_i)`` of the current records are not recomputed: after a
+   sweep they are those of the accepted proposals (the kernel keeps them in place), and they
+   are reused when the next sweep receives the very record arrays the step returned
+   (otherwise, and when ``T`` involves other variables, they are evaluated).
 3. The sequential accept/reject over records runs in a numba loop
-   (:func:`pymc_dp.kernels.da_sweep.da_sweep`) that keeps the running statistic: one record costs
-   O(size of T), a sweep O(n size(T)) plus the vectorized work.
+   (:func:`pymc_dp.kernels.da_sweep.da_sweep_cached`) that keeps the running statistic: one
+   record costs O(size of T), a sweep O(n size(T)) plus the vectorized work. Records whose
+   proposal changes neither ``t`` nor an observed child's likelihood have ratio 1 and are
+   accepted without a uniform draw.
 
 Validity checks (at step construction, i.e. at step assignment in ``pm.sample``)
 ---------------------------------------------------------------------------------
@@ -57,10 +71,11 @@ The checks are numerical, at the initial point and two forward draws: they catch
 of the kinds listed above in practice, but they are not a proof (a coupling that vanishes at
 the checked values would pass). The released values are read once, when the step is built.
 
-Compilation: the sweep function runs on PyTensor's C virtual machine (``cvm_nogc``) when a C
-compiler is configured, since passing random generators through the numba backend costs about
-0.1 ms per call; the accept/reject loop is numba (``pymc_dp.kernels.da_sweep``). Pass
-``compile_kwargs={"mode": ...}`` to override.
+Compilation: the compiled functions (parameters, contributions, proposals of the general
+path) run on PyTensor's C virtual machine (``cvm_nogc``) when a C compiler is configured, since
+passing random generators through the numba backend costs about 0.1 ms per call; the
+accept/reject loop is numba (``pymc_dp.kernels.da_sweep``). Pass ``compile_kwargs={"mode": ...}``
+to override.
 
 Statistics that are not sums over records (``max``, medians, centred sums ...) and record blocks
 whose releases use mechanisms of different families take an exact but slower generic path: one
@@ -112,13 +127,13 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import graph_inputs
-from pytensor.tensor.random.basic import BernoulliRV
+from pytensor.tensor.random.basic import BernoulliRV, NormalRV
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomGeneratorType, RandomType
 from pytensor.tensor.type_other import NoneTypeT
 
 from pymc_dp.distributions.release import _RECORD_RVS, _is_rv, is_release, record_parents
-from pymc_dp.kernels.da_sweep import specialized_da_sweep_cached
+from pymc_dp.kernels.da_sweep import changed_records, specialized_da_sweep_cached
 
 __all__ = ["DataAugmentation"]
 
@@ -147,8 +162,11 @@ class _Block:
 
     def __post_init__(self):
         self.zeros = np.zeros(self.n)
-        self.rejected = np.empty(self.n, dtype=np.bool_)  # kernel output buffer
+        self.idx = np.empty(self.n, dtype=np.int64)  # records whose ratio is not 1
+        self.rejected = np.empty(self.n, dtype=np.int64)  # records whose proposal is rejected
         self.u = np.empty(self.n)  # uniforms of the accept/reject decisions
+        # one parameter row for every released component (lets the kernel hoist its work)
+        self.shared = bool(np.all(self.params == self.params[:1]))
         self.clear_cache()
 
     def clear_cache(self):
@@ -172,31 +190,42 @@ class _DirectProposer:
     block are drawn in model (topological) order, later ones with the earlier proposals in place
     of the current records (ancestral sampling). ``BernoulliRV`` (whose ``rng_fn`` goes through
     scipy's binomial sampler) is drawn as ``u < p`` with ``u ~ Uniform[0, 1)``, the same law
-    up to the 2^-53 resolution of the uniform draws.
+    up to the 2^-53 resolution of the uniform draws; ``NormalRV`` is drawn as
+    ``loc + scale * standard_normal`` (what ``Generator.normal`` computes, without its
+    per-call broadcasting overhead).
     """
 
     def __init__(self, specs):
-        # specs: (position in args, dtype, op, fn or None, constant params or None, has_size,
-        #         is_bernoulli)
+        # specs: (position in args, dtype, op, compiled parameter function or None, constant
+        #   parameters or None, size: a fixed tuple, None, or "fn" (last output of the function),
+        #   kind: "bernoulli", "normal" or None)
         self.specs = specs
 
     def draw(self, args, rng):
         args = list(args)
         out = []
-        for pos, dtype, op, fn, const, has_size, bern in self.specs:
-            vals = const if fn is None else fn(*args)
-            if has_size:
-                *dist, size = vals
-                size = tuple(int(s) for s in size)
-            else:
-                dist, size = vals, None
-            if bern:
+        for pos, dtype, op, fn, const, size, kind in self.specs:
+            dist = const if fn is None else fn(*args)
+            if size == "fn":
+                *dist, size = dist
+                size = tuple(size.tolist())
+            if kind == "bernoulli":
                 (p,) = dist
-                shape = np.shape(p) if size is None else size
-                x = np.less(rng.random(shape), p)
+                x = np.less(rng.random(np.shape(p) if size is None else size), p)
+            elif kind == "normal":
+                loc, scale = dist
+                if fn is not None and (scale < 0).any():
+                    raise ValueError(f"negative scale of a Normal record: {scale}")
+                if size is None:
+                    size = np.broadcast_shapes(loc.shape, scale.shape)
+                # Generator.normal(loc, scale) is loc + scale * standard_normal, elementwise
+                x = rng.standard_normal(size)
+                x *= scale
+                x += loc
             else:
                 x = op.rng_fn(rng, *dist, size)
-            x = np.asarray(x, dtype=dtype)
+            if x.dtype != dtype:
+                x = x.astype(dtype)
             if not (x.flags.owndata and x.flags.writeable and x.flags.c_contiguous):
                 x = np.array(x, dtype=dtype, order="C")
             args[pos] = x
@@ -219,6 +248,15 @@ class _CompiledProposer:
 
     def reseed(self, rng):
         _reseed(self.fn, rng)
+
+
+def _draw_kind(op):
+    """Which shortcut :class:`_DirectProposer` uses for ``op`` (None: the op's ``rng_fn``)."""
+    if type(op) is BernoulliRV:
+        return "bernoulli"
+    if type(op) is NormalRV:
+        return "normal"
+    return None
 
 
 def _direct_rv_parents(var, rv_set) -> set:
@@ -262,6 +300,10 @@ class DataAugmentation(BlockedStep):
         Point used for the construction-time checks (default: the model's initial point).
     compile_kwargs : dict, optional
         Passed to the PyTensor compilation.
+    direct_proposals : bool, default True
+        Draw the proposals of plain ``RandomVariable`` records with numpy from the compiled
+        distribution parameters (see the module docstring). ``False`` always uses the compiled
+        graph of the record variables (same law; slower).
 
     Notes
     -----
@@ -289,8 +331,10 @@ class DataAugmentation(BlockedStep):
         rng=None,
         initial_point=None,
         compile_kwargs=None,
+        direct_proposals=True,
     ):
         model = modelcontext(model)
+        self._direct_proposals = bool(direct_proposals)
         value_vars = get_value_vars_from_user_vars(vars, model)
         self.vars = value_vars
         self.blocked = True
@@ -562,32 +606,46 @@ class DataAugmentation(BlockedStep):
 
     def _make_proposer(self, model, ip, block_rvs, values, prop_vals, label, ck):
         """A :class:`_DirectProposer` when every record variable allows it, else compiled."""
-        specs = []
+        specs = [] if self._direct_proposals else None
+        ip_args = [np.asarray(ip[nm]) for nm in self._input_names]
+
+        def fixed(outs):
+            return all(isinstance(i, Constant) for i in graph_inputs(outs))
+
         for rv, v in zip(block_rvs, values, strict=True):
+            if specs is None:
+                break
             op = rv.owner.op
             if not isinstance(op, RandomVariable) or model.rvs_to_transforms.get(rv) is not None:
                 specs = None
                 break
             size = op.size_param(rv.owner)
-            has_size = not isinstance(size.type, NoneTypeT)
-            outs = [*op.dist_params(rv.owner), *([size] if has_size else [])]
-            outs = model.replace_rvs_by_values(outs)
+            dist = model.replace_rvs_by_values(list(op.dist_params(rv.owner)))
+            outs = list(dist)
+            size_spec = None
+            if not isinstance(size.type, NoneTypeT):
+                if fixed([size]):
+                    size_spec = tuple(int(i) for i in compile([], size, **ck)())
+                else:
+                    outs.append(model.replace_rvs_by_values([size])[0])
+                    size_spec = "fn"
             try:
                 fn = compile(model.value_vars, outs, on_unused_input="ignore", **ck)
             except Exception:
                 specs = None
                 break
             fn.trust_input = True
+            kind = _draw_kind(op)
             const = None
-            if all(isinstance(i, Constant) for i in graph_inputs(outs)):
-                # parameters fixed by the model: evaluated once
-                const = [
-                    np.asarray(o) for o in fn(*[np.asarray(ip[nm]) for nm in self._input_names])
-                ]
+            if fixed(outs):
+                # parameters fixed by the model: evaluated (and checked) once
+                const = [np.asarray(o) for o in fn(*ip_args)]
                 fn = None
+                if kind == "normal" and (const[1] < 0).any():
+                    kind = None  # rng_fn raises numpy's own error
             specs.append(
-                [self._input_names.index(v.name), v.dtype, op, fn, const, has_size,
-                 isinstance(op, BernoulliRV)]
+                [self._input_names.index(v.name), np.dtype(v.dtype), op, fn, const, size_spec,
+                 kind]
             )  # fmt: skip
         if specs is not None:
             return _DirectProposer(specs)
@@ -758,20 +816,21 @@ class DataAugmentation(BlockedStep):
             t_cur = np.array(b.fn(*args, *cur)[0], dtype=np.float64, order="C")
         else:
             t_cur = b.t_cur
+        extra = np.ascontiguousarray(res[1], dtype=np.float64) if b.has_extra else b.zeros
+        stat = np.empty_like(b.const)
+        count = changed_records(t_prop, t_cur, extra, b.const, stat, b.idx)
         if b.free_T:
             stat = np.array(res[-1], dtype=np.float64).reshape(-1)
-        else:
-            stat = b.const + t_cur.sum(axis=0)
-        extra = np.ascontiguousarray(res[1], dtype=np.float64) if b.has_extra else b.zeros
-        u = self.rng.random(out=b.u)
-        rejected = b.rejected
-        sweep = specialized_da_sweep_cached(b.logpdf)
-        acc, mn, mean = sweep(stat, b.z, t_prop, t_cur, extra, u, b.params, rejected)
+        u = self.rng.random(out=b.u[:count])
+        sweep = specialized_da_sweep_cached(b.logpdf, b.shared)
+        acc, mn, mean, n_rej = sweep(
+            stat, b.z, t_prop, t_cur, extra, b.idx, count, u, b.params, b.rejected
+        )
         # the proposal arrays are fresh: they become the new records, with the rejected rows
         # restored from the current ones
+        rej = b.rejected[:n_rej]
         for name, prop, c in zip(b.names, props, cur, strict=True):
-            mask = rejected.reshape(rejected.shape + (1,) * (prop.ndim - 1))
-            np.copyto(prop, c, where=mask)
+            prop[rej] = c[rej]
             new_point[name] = prop
         b.t_cur = t_cur
         b.last = props

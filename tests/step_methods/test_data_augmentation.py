@@ -520,3 +520,189 @@ def test_same_seed_same_draws_and_spawn(bernoulli_run):
         )  # fmt: skip
     np.testing.assert_array_equal(a.posterior["x"].values, c.posterior["x"].values)
     np.testing.assert_array_equal(a.posterior["p"].values, c.posterior["p"].values)
+
+
+# --------------------------------------------------------------------------- proposal paths
+def _proposal_kinds(step):
+    """Per block: "compiled", or the list of direct draw kinds ("rng_fn" for the op's own)."""
+    out = []
+    for b in step._blocks:
+        specs = getattr(b.proposer, "specs", None)
+        out.append("compiled" if specs is None else [s[-1] or "rng_fn" for s in specs])
+    return out
+
+
+def test_proposal_paths_chosen():
+    """Plain RandomVariables are drawn with numpy; transformed records take the compiled graph."""
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=5)
+        w = pm.Dirichlet("w", np.ones(3))
+        c = pm.Categorical("c", p=w, shape=4)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        y = pm.Normal("y", mu, 1.0, shape=3)
+        h = pm.HalfNormal("h", 1.0, shape=3)
+        Release("zx", x.sum(), Laplace(scale=1.0), observed=2.0)
+        Release("zc", pt.eq(c[:, None], pt.arange(3)).sum(0), Laplace(scale=2.0),
+                observed=np.ones(3))  # fmt: skip
+        Release("zy", y.sum(), Laplace(scale=1.0), observed=0.0)
+        Release("zh", h.sum(), Laplace(scale=1.0), observed=1.0)
+        assert _proposal_kinds(DataAugmentation([x, c, y, h])) == [
+            ["bernoulli"], ["rng_fn"], ["normal"], "compiled"
+        ]  # fmt: skip
+        assert _proposal_kinds(DataAugmentation([x], direct_proposals=False)) == ["compiled"]
+
+
+N_L, P_L, Z_L, B_L = 8, 0.3, 6.0, 1.0
+X0_L = np.array([1, 0, 0, 1, 0, 0, 0, 0])
+
+
+def _sweep_matrix(n, p, z, b):
+    """Exact transition matrix of one DA sweep on the 2^n configurations (records in order)."""
+    states = np.array(list(itertools.product([0, 1], repeat=n)))
+    index = {tuple(s): k for k, s in enumerate(states)}
+    total = np.eye(len(states))
+    for i in range(n):
+        step = np.zeros((len(states), len(states)))
+        for k, s in enumerate(states):
+            flipped = s.copy()
+            flipped[i] = 1 - s[i]
+            q = p if s[i] == 0 else 1.0 - p  # the proposal differs from the current value
+            a = min(1.0, math.exp((abs(z - s.sum()) - abs(z - flipped.sum())) / b))
+            step[k, index[tuple(flipped)]] += q * a
+            step[k, k] += 1.0 - q * a
+        total = total @ step
+    return states, index, total
+
+
+def _chisquare_counts(counts, pmf):
+    """Chi-square goodness-of-fit p-value, bins with expected < 5 merged into their neighbour."""
+    exp = pmf * counts.sum()
+    obs_m, exp_m, o_acc, e_acc = [], [], 0.0, 0.0
+    for o, e in zip(counts, exp, strict=True):
+        o_acc, e_acc = o_acc + o, e_acc + e
+        if e_acc >= 5:
+            obs_m.append(o_acc)
+            exp_m.append(e_acc)
+            o_acc = e_acc = 0.0
+    if e_acc > 0:
+        obs_m[-1] += o_acc
+        exp_m[-1] += e_acc
+    return stats.chisquare(obs_m, exp_m).pvalue
+
+
+@pytest.fixture(scope="module")
+def bernoulli_sweep_model():
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=N_L)
+        Release("z", x.sum(), Laplace(scale=B_L), observed=Z_L)
+    point = model.initial_point()
+    point["p_logodds__"] = np.asarray(np.log(P_L / (1 - P_L)))
+    point["x"] = X0_L.copy()
+    return model, point
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_one_and_two_sweeps_exact_law(bernoulli_sweep_model, direct):
+    """The count after one and after two sweeps from a fixed state, against the exact law.
+
+    The exact law is the product of the per-record Metropolis-Hastings kernels on all 2^8
+    configurations. The second sweep starts from the records the first returned, so it uses the
+    cached contributions t(x_i); the first starts from a point the step never returned, so it
+    evaluates them. Both proposal paths (numpy draws, compiled graph) must pass the chi-square
+    test (p > 1e-6). Negative control: the law without the accept/reject correction
+    (Binomial(8, p) after two sweeps) is rejected (p < 1e-6).
+    """
+    model, point = bernoulli_sweep_model
+    with model:
+        step = DataAugmentation([model["x"]], rng=np.random.default_rng(SEED),
+                                direct_proposals=direct)  # fmt: skip
+    assert (_proposal_kinds(step)[0] == "compiled") is not direct
+    reps = 4000
+    c1, c2 = np.zeros(N_L + 1), np.zeros(N_L + 1)
+    for _ in range(reps):
+        p1, _ = step.step(point)
+        p2, _ = step.step(p1)
+        c1[p1["x"].sum()] += 1
+        c2[p2["x"].sum()] += 1
+    states, index, K = _sweep_matrix(N_L, P_L, Z_L, B_L)
+    start = np.zeros(len(states))
+    start[index[tuple(X0_L)]] = 1.0
+    law1, law2 = start @ K, start @ K @ K
+    counts = states.sum(1)
+    pmf1 = np.bincount(counts, weights=law1, minlength=N_L + 1)
+    pmf2 = np.bincount(counts, weights=law2, minlength=N_L + 1)
+    p_1, p_2 = _chisquare_counts(c1, pmf1), _chisquare_counts(c2, pmf2)
+    print(f"direct={direct}: chi-square p after one sweep {p_1:.3g}, after two {p_2:.3g}")
+    assert p_1 > 1e-6 and p_2 > 1e-6
+    # negative control: no accept/reject (every proposal kept)
+    assert _chisquare_counts(c2, stats.binom.pmf(np.arange(N_L + 1), N_L, P_L)) < 1e-6
+
+
+def test_normal_records_direct_and_compiled_same_law():
+    """Normal records (numpy shortcut loc + scale * standard_normal) against the compiled path.
+
+    Sum of the records after two sweeps from a fixed state, 4000 repetitions per path:
+    two-sample KS p > 1e-6. Negative control: the direct path against draws without the
+    accept/reject correction (sum ~ N(n mu, n)) is rejected (p < 1e-6).
+    """
+    n, mu0 = 5, 0.5
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pm.Normal("x", mu, 1.0, shape=n)
+        Release("z", x.sum(), Laplace(scale=1.0), observed=-3.0)
+        fast = DataAugmentation([x], rng=np.random.default_rng(SEED))
+        slow = DataAugmentation([x], rng=np.random.default_rng(SEED + 1), direct_proposals=False)
+    assert _proposal_kinds(fast) == [["normal"]] and _proposal_kinds(slow) == ["compiled"]
+    point = model.initial_point()
+    point["mu"] = np.asarray(mu0)
+    point["x"] = np.linspace(-1.0, 1.0, n)
+
+    def sums(step, reps=4000):
+        out = np.empty(reps)
+        for r in range(reps):
+            p1, _ = step.step(point)
+            p2, _ = step.step(p1)
+            out[r] = p2["x"].sum()
+        return out
+
+    s_fast, s_slow = sums(fast), sums(slow)
+    p_same = stats.ks_2samp(s_fast, s_slow).pvalue
+    p_ctrl = stats.kstest(s_fast, stats.norm(n * mu0, np.sqrt(n)).cdf).pvalue
+    print(f"KS fast vs compiled p = {p_same:.3g}; fast vs no accept/reject p = {p_ctrl:.3g}")
+    assert p_same > 1e-6
+    assert p_ctrl < 1e-6
+
+
+def test_compiled_proposals_exact_posterior(bernoulli_run):
+    """The compiled proposal path in pm.sample: the exact posterior of the Bernoulli test."""
+    model, _ = bernoulli_run
+    with model:
+        step = DataAugmentation([model["x"]], direct_proposals=False)
+    idata = _sample(model, draws=2500, step=[step])
+    s = np.arange(N_B + 1)
+    w = np.exp(-np.abs(Z_B - s) * EPS_B)
+    w /= w.sum()
+    p_draws = idata.posterior["p"].values
+    assert mcse_check(p_draws, float(np.sum(w * (1 + s) / (N_B + 2)))).passed
+    assert mcse_check(idata.posterior["x"].values.sum(-1), float(np.sum(w * s))).passed
+    # negative control: the noise-ignoring posterior Beta(1 + z, 1 + n - z)
+    assert not mcse_check(p_draws, (1 + Z_B) / (N_B + 2)).passed
+
+
+def test_cached_contributions_match_fresh_evaluation(bernoulli_sweep_model):
+    """After chained sweeps the kept t(x_i) equal t evaluated afresh at the returned records."""
+    model, point = bernoulli_sweep_model
+    with model:
+        step = DataAugmentation([model["x"]], rng=3)
+    b = step._blocks[0]
+    for _ in range(50):
+        point, _ = step.step(point)
+    args = [point[name] for name in step._input_names]
+    fresh = np.asarray(b.fn(*args, point["x"])[0])
+    np.testing.assert_array_equal(b.t_cur, fresh)
+    assert b.last[0] is point["x"]
+    # the cache is not pickled
+    clone = cloudpickle.loads(cloudpickle.dumps(step))
+    assert clone._blocks[0].t_cur is None
