@@ -194,12 +194,14 @@ def changed_records(t_prop, t_cur, extra, const, stat, idx):  # pragma: no cover
     n = t_prop.shape[0]
     m = t_prop.shape[1]
     for k in range(m):
-        stat[k] = const[k]
+        acc = const[k]  # a local accumulator: no store/load through ``stat`` per record
+        for i in range(n):
+            acc += t_cur[i, k]
+        stat[k] = acc
     count = 0
     for i in range(n):
         ch = extra[i] != 0.0
         for k in range(m):
-            stat[k] += t_cur[i, k]
             ch = ch | (t_prop[i, k] != t_cur[i, k])
         idx[count] = i
         count += ch
