@@ -11,8 +11,8 @@ random variable; its parameters are ``base_rv.owner.op.dist_params(base_rv.owner
 
 >>> import pymc as pm, pytensor.tensor as pt
 >>> from pymc_dp.distributions.marginals import register_marginal
->>> @register_marginal(pm.Exponential, "laplace", overwrite=True)
-... def exponential_laplace(value, base_rv, mechanism):
+>>> @register_marginal(pm.Exponential, "my_noise_family", overwrite=True)
+... def exponential_my_noise(value, base_rv, mechanism):
 ...     ...  # return a PyTensor graph of log p(value)
 
 Registered pairs (``*`` = every mechanism):
