@@ -1,0 +1,73 @@
+"""The privacy report of a model: which releases it conditions on, and their composition."""
+
+import json
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_dp as pmdp
+
+
+@pytest.fixture(scope="module")
+def model():
+    with pm.Model() as m:
+        lam = pm.Gamma("lam", 2.0, 0.5)
+        pmdp.Privatized(
+            "y", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=0.5), observed=np.array([1, 2, -1])
+        )
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p, shape=5)
+        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=0.25), observed=2.3)
+        pmdp.Release("s", x.sum(), pmdp.Gaussian(rho=0.125), observed=1.7)
+    return m
+
+
+def test_report_lists_every_release_with_its_mechanism(model):
+    report = pmdp.privacy_report(model)
+    assert [(e.name, e.kind, e.size) for e in report.entries] == [
+        ("y", "privatized", 3),
+        ("z", "release", 1),
+        ("s", "release", 1),
+    ]
+    assert [e.mechanism.family for e in report.entries] == ["geometric", "laplace", "gaussian"]
+
+
+def test_total_is_sequential_composition(model):
+    report = pmdp.privacy_report(model)
+    # a Gaussian given by rho has no finite epsilon of its own: the total epsilon is infinite,
+    # and rho is not defined for the pure-DP mechanisms
+    assert math.isinf(report.total.epsilon)
+    assert report.total.delta == 0.0
+    assert report.total.rho is None
+    pure = pmdp.compose(e.mechanism for e in report.entries if e.mechanism.family != "gaussian")
+    assert pure.epsilon == pytest.approx(0.75, abs=1e-12)
+
+
+def test_model_without_releases_costs_nothing():
+    with pm.Model() as m:
+        pm.Normal("mu", 0.0, 1.0)
+    report = pmdp.privacy_report(m)
+    assert report.entries == ()
+    assert report.total.epsilon == 0.0 and report.total.delta == 0.0
+
+
+def test_attach_privacy_writes_json_and_group(model):
+    import xarray as xr
+
+    idata = xr.DataTree()
+    pmdp.attach_privacy(idata, model)
+    d = json.loads(idata.attrs["pymc_dp_privacy"])
+    assert d["total"]["epsilon"] == "inf"
+    assert [r["name"] for r in d["releases"]] == ["y", "z", "s"]
+    assert d["releases"][1]["epsilon"] == pytest.approx(0.25, abs=1e-12)
+    group = idata["privacy"].to_dataset()
+    np.testing.assert_allclose(group["epsilon"].values[:2], [0.5, 0.25], rtol=0, atol=1e-12)
+    assert list(group["release"].values) == ["y", "z", "s"]
+
+
+def test_str_names_every_release(model):
+    text = str(pmdp.privacy_report(model))
+    for name in ("Geometric", "Laplace", "Gaussian", "total"):
+        assert name in text
