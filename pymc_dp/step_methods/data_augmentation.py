@@ -799,13 +799,9 @@ class DataAugmentation(BlockedStep):
     def _sweep_additive(self, b, args, new_point):
         """One sweep of a block whose statistic is ``C + sum_i t(x_i)`` (updates new_point)."""
         cur = [new_point[name] for name in b.names]
-        props = b.proposer.draw(args, self.rng)
-        res = b.fn(*args, *props)
-        t_prop = res[0]
-        if not t_prop.flags.c_contiguous:
-            t_prop = np.ascontiguousarray(t_prop)
         # t of the current records: cached from the previous sweep when these are the very
-        # arrays it returned (and T involves no other variable), else evaluated
+        # arrays it returned (and T involves no other variable), else evaluated (first, so that
+        # nothing computed below can share memory with an output of this extra call)
         last = b.last
         if (
             b.free_T
@@ -816,6 +812,11 @@ class DataAugmentation(BlockedStep):
             t_cur = np.array(b.fn(*args, *cur)[0], dtype=np.float64, order="C")
         else:
             t_cur = b.t_cur
+        props = b.proposer.draw(args, self.rng)
+        res = b.fn(*args, *props)
+        t_prop = res[0]
+        if not t_prop.flags.c_contiguous:
+            t_prop = np.ascontiguousarray(t_prop)
         extra = np.ascontiguousarray(res[1], dtype=np.float64) if b.has_extra else b.zeros
         stat = np.empty_like(b.const)
         count = changed_records(t_prop, t_cur, extra, b.const, stat, b.idx)
