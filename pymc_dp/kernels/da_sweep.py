@@ -12,7 +12,7 @@ after the swap is ``T - t(x_i) + t(x_i')``, so one record costs O(size of T) ins
 product over components. Only this accept/reject loop is sequential; the proposals and the
 per-record contributions ``t(x_i)``, ``t(x_i')`` are computed vectorized beforehand.
 
-:func:`da_sweep_cached` is the variant used by the step: it takes the contributions of the
+:func:`da_sweep_cached` is the kernel the step uses: it takes the contributions of the
 proposed records ``t(x_i')`` and of the current records ``t(x_i)`` separately, the latter kept
 by the step from one sweep to the next (after a sweep the current contributions are those of the
 accepted proposals, which the kernel copies in place), so a sweep evaluates ``t`` only on the
@@ -35,126 +35,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["da_sweep", "da_sweep_cached", "specialized_da_sweep", "specialized_da_sweep_cached"]
-
-
-@numba.njit(cache=True)
-def da_sweep(stat, z, dt, extra, log_u, logpdf, params, accepted):  # pragma: no cover - compiled
-    """Sequential accept/reject over records with a running statistic.
-
-    Parameters
-    ----------
-    stat : float64[::1], shape (m,)
-        The current statistic ``T(x)`` (all released components, flattened). Updated in place
-        to the statistic of the returned records.
-    z : float64[::1], shape (m,)
-        The released values.
-    dt : float64[:, ::1], shape (n, m)
-        ``t(x_i') - t(x_i)``: the change of the statistic if record ``i`` is swapped.
-    extra : float64[::1], shape (n,)
-        Additional log acceptance ratio per record (0 when the record has no other observed
-        child).
-    log_u : float64[::1], shape (n,)
-        ``log`` of independent Uniform(0, 1) draws.
-    logpdf : numba function ``f(x: float64, params: float64[::1]) -> float64``
-        The noise log-density (``Mechanism.numba_logpdf``).
-    params : float64[:, ::1], shape (m, P)
-        Parameter row of each component (``Mechanism.numba_params``, padded).
-    accepted : bool[::1], shape (n,)
-        Output: whether record ``i`` was swapped.
-
-    Returns
-    -------
-    n_accepted : int
-    min_prob : float
-        Minimum over records of the acceptance probability ``min(1, ratio_i)``.
-    mean_prob : float
-        Mean over records of the acceptance probability.
-
-    Examples
-    --------
-    Two records, one count released with Laplace(b=1) noise; record 0 would raise the count
-    by one (towards z) and is accepted for any u, record 1 would lower it (ratio e^-1):
-
-    >>> import numpy as np
-    >>> from pymc_dp.kernels.da_sweep import da_sweep
-    >>> from pymc_dp.mechanisms.laplace import Laplace
-    >>> mech = Laplace(scale=1.0)
-    >>> stat = np.array([3.0]); acc = np.zeros(2, dtype=bool)
-    >>> dt = np.array([[1.0], [-1.0]]); log_u = np.log(np.array([0.99, 0.5]))
-    >>> out = da_sweep(stat, np.array([10.0]), dt, np.zeros(2), log_u,
-    ...                mech.numba_logpdf, mech.numba_params[None, :], acc)
-    >>> int(out[0]), round(float(out[1]), 6), acc.tolist(), stat.tolist()
-    (1, 0.367879, [True, False], [4.0])
-    """
-    n = dt.shape[0]
-    m = dt.shape[1]
-    lp_cur = np.empty(m)
-    lp_new = np.empty(m)
-    for k in range(m):
-        lp_cur[k] = logpdf(z[k] - stat[k], params[k])
-    n_acc = 0
-    min_prob = 1.0
-    sum_prob = 0.0
-    for i in range(n):
-        log_ratio = extra[i]
-        for k in range(m):
-            d = dt[i, k]
-            if d != 0.0:
-                lp_new[k] = logpdf(z[k] - (stat[k] + d), params[k])
-                log_ratio += lp_new[k] - lp_cur[k]
-        prob = 1.0 if log_ratio >= 0.0 else math.exp(log_ratio)
-        if prob < min_prob:
-            min_prob = prob
-        sum_prob += prob
-        if log_u[i] < log_ratio:
-            accepted[i] = True
-            n_acc += 1
-            for k in range(m):
-                d = dt[i, k]
-                if d != 0.0:
-                    stat[k] += d
-                    lp_cur[k] = lp_new[k]
-        else:
-            accepted[i] = False
-    return n_acc, min_prob, sum_prob / max(n, 1)
-
-
-_SPECIALIZED: dict = {}
-
-
-def specialized_da_sweep(logpdf):
-    """:func:`da_sweep` with ``logpdf`` fixed at compile time (cached per process).
-
-    Passing an njit function as a runtime argument costs a type dispatch on every call
-    (tens of microseconds); a closure over it is typed once. The returned function takes the
-    arguments of :func:`da_sweep` without ``logpdf``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from pymc_dp.mechanisms.laplace import Laplace
-    >>> mech = Laplace(scale=1.0)
-    >>> sweep = specialized_da_sweep(mech.numba_logpdf)
-    >>> sweep is specialized_da_sweep(mech.numba_logpdf)
-    True
-    >>> acc = np.zeros(1, dtype=bool)
-    >>> out = sweep(np.array([3.0]), np.array([10.0]), np.array([[-1.0]]), np.zeros(1),
-    ...             np.log(np.array([0.5])), mech.numba_params[None, :], acc)
-    >>> acc.tolist(), round(float(out[1]), 6)
-    ([False], 0.367879)
-    """
-    try:
-        return _SPECIALIZED[logpdf]
-    except KeyError:
-        pass
-
-    @numba.njit
-    def sweep(stat, z, dt, extra, log_u, params, accepted):  # pragma: no cover - compiled
-        return da_sweep(stat, z, dt, extra, log_u, logpdf, params, accepted)
-
-    _SPECIALIZED[logpdf] = sweep
-    return sweep
+__all__ = ["changed_records", "da_sweep_cached", "specialized_da_sweep_cached"]
 
 
 @numba.njit(cache=True)
@@ -212,12 +93,12 @@ def changed_records(t_prop, t_cur, extra, const, stat, idx):  # pragma: no cover
 def da_sweep_cached(
     stat, z, t_prop, t_cur, extra, idx, count, u, logpdf, params, shared, rejected
 ):  # pragma: no cover - compiled
-    """:func:`da_sweep` over the listed records, with ``t(x_i)`` kept in place.
+    """Sequential accept/reject over the listed records, with ``t(x_i)`` kept in place.
 
     Only the records ``idx[:count]`` (from :func:`changed_records`) are visited; every other
     record has acceptance ratio 1 and is accepted. Listed record ``j`` is accepted when
-    ``log_ratio >= 0`` or ``u[j] < exp(log_ratio)``: the event ``log u < log_ratio`` of
-    :func:`da_sweep`, with probability ``min(1, ratio)``.
+    ``log_ratio >= 0`` or ``u[j] < exp(log_ratio)``, that is with probability
+    ``min(1, ratio)``.
 
     Parameters
     ----------
@@ -257,7 +138,7 @@ def da_sweep_cached(
 
     Examples
     --------
-    The example of :func:`da_sweep` (record 0 raises the count towards z, record 1 lowers it)
+    Record 0 raises the count towards z, record 1 lowers it,
     plus a third record whose proposal changes nothing:
 
     >>> import numpy as np
