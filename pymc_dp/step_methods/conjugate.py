@@ -62,6 +62,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytensor
+import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pymc.logprob.transforms import LogOddsTransform, LogTransform, SimplexTransform
 from pymc.model import Model, modelcontext
@@ -71,7 +72,9 @@ from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors, graph_inputs
-from pytensor.tensor.elemwise import DimShuffle
+from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import (
     BernoulliRV,
     BetaRV,
@@ -79,10 +82,11 @@ from pytensor.tensor.random.basic import (
     CategoricalRV,
     DirichletRV,
     GammaRV,
+    MvNormalRV,
     NormalRV,
     PoissonRV,
 )
-from pytensor.tensor.subtensor import AdvancedSubtensor
+from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_dp.kernels.conjugate import (
     beta_binomial_posterior,
@@ -90,6 +94,7 @@ from pymc_dp.kernels.conjugate import (
     draw_beta,
     draw_dirichlet,
     draw_gamma,
+    draw_mvnormal_precision,
     draw_normal,
     gamma_poisson_posterior,
     normal_normal_posterior,
@@ -110,6 +115,8 @@ _FAMILIES: dict[type, tuple[str, dict[type, int]]] = {
     DirichletRV: ("dirichlet", {CategoricalRV: 0}),
     NormalRV: ("normal", {NormalRV: 0}),
 }
+
+_PRIOR_OPS = (*_FAMILIES, MvNormalRV)
 
 _PY_MODE = Mode(linker="py", optimizer="fast_compile")
 
@@ -150,6 +157,8 @@ class _ChildPlan:
     orders: list  # expand-dims new_orders, innermost first
     index: object | None  # integer index graph (theta[index]) or None
     extra: object | None  # Binomial n or Normal sigma graph
+    offset: object | None = None  # regression: mean = offset + jac @ beta (graphs)
+    jac: object | None = None
 
 
 @dataclass
@@ -160,6 +169,27 @@ class _Plan:
 
 
 def _analyze(rv, model: Model) -> _Plan:
+    """The update plan of ``rv``; raise NotConjugateError if its structure is not supported.
+
+    A Normal parameter whose children take it as their mean itself gets the elementwise Normal
+    update; failing that (and always for an MvNormal prior) its children's means are tried as
+    linear predictors (:func:`_analyze_regression`).
+    """
+    op = getattr(getattr(rv, "owner", None), "op", None)
+    if isinstance(op, MvNormalRV):
+        return _analyze_regression(rv, model)
+    try:
+        return _analyze_direct(rv, model)
+    except NotConjugateError as err:
+        if not isinstance(op, NormalRV) or rv not in model.free_RVs:
+            raise
+        try:
+            return _analyze_regression(rv, model)
+        except NotConjugateError as err_reg:
+            raise NotConjugateError(f"{err}; as a regression coefficient: {err_reg}") from None
+
+
+def _analyze_direct(rv, model: Model) -> _Plan:
     """Check conditions (a) and (b) of the module docstring; raise NotConjugateError if not."""
     node = getattr(rv, "owner", None)
     if node is None or type(node.op) not in _FAMILIES:
@@ -214,6 +244,150 @@ def _analyze(rv, model: Model) -> _Plan:
         elif type(cop) is NormalRV:
             extra = params[1]
         plan.children.append(_ChildPlan(child, type(cop), orders, index, extra))
+    if not plan.children:
+        raise NotConjugateError(f"{rv.name} has no children")
+    return plan
+
+
+# ---- regression: the parameter enters its children's means linearly ---------------------------
+_LINEAR_ELEMWISE = (ps.Add, ps.Sub, ps.Neg, ps.Mul, ps.TrueDiv)
+
+
+def _pad(c):
+    """``c[..., None]``: a coefficient that multiplies a Jacobian (extra trailing axis)."""
+    return pt.shape_padright(c)
+
+
+def _matmul(a, b, a_jac: bool):
+    """``a @ b`` (both 2-D) without a Dot op (no BLAS in the compiled statistic): with
+    ``a_jac`` the left operand carries a trailing Jacobian axis ``(n, k, p)``, else the right
+    one ``(k, m, p)``; the result is ``(n, m, p)``."""
+    if a_jac:
+        return (a[:, :, None, :] * b[None, :, :, None]).sum(axis=1)
+    return (a[:, :, None, None] * b[None, :, :, :]).sum(axis=1)
+
+
+def _linearize(expr, rv, p, blockers):
+    """Write ``expr`` as ``offset + jac . vec(rv)``; return ``(offset, jac)`` graphs.
+
+    ``jac`` has shape ``expr.shape + (p,)`` and ``offset`` the shape of ``expr``; either is None
+    when zero (``jac`` None: ``expr`` does not depend on ``rv``). Neither graph depends on
+    ``rv``. Supported: ``rv`` itself, broadcasting / transposes / squeezes (``DimShuffle``),
+    ``+``, ``-``, negation, products and quotients by expressions free of ``rv``, sums over axes,
+    ``dot`` / ``@`` of 2-D operands one of which is free of ``rv``, and basic or integer-array
+    indexing by indices free of ``rv``. Anything else raises NotConjugateError.
+    """
+    if expr is rv:
+        eye = np.eye(p, dtype=np.float64).reshape((*rv.type.shape, p))
+        return None, pt.as_tensor(eye)
+    if not _depends_on([expr], rv, blockers):
+        return expr, None
+    node = expr.owner
+    op = None if node is None else node.op
+    what = type(op).__name__ if op is not None else str(expr)
+    if isinstance(op, DimShuffle):
+        off, jac = _linearize(node.inputs[0], rv, p, blockers)
+        order = tuple(op.new_order)
+        return (
+            None if off is None else off.dimshuffle(*order),
+            jac.dimshuffle(*order, node.inputs[0].ndim),
+        )
+    if isinstance(op, Elemwise) and isinstance(op.scalar_op, _LINEAR_ELEMWISE):
+        parts = [_linearize(x, rv, p, blockers) for x in node.inputs]
+        sop = op.scalar_op
+        if isinstance(sop, (ps.Add, ps.Sub, ps.Neg)):
+            sign = [1.0] * len(parts)
+            if isinstance(sop, ps.Sub):
+                sign = [1.0, -1.0]
+            elif isinstance(sop, ps.Neg):
+                sign = [-1.0]
+            off = jac = None
+            for sg, (o, j) in zip(sign, parts, strict=True):
+                if o is not None:
+                    o = o if sg > 0 else -o
+                    off = o if off is None else off + o
+                if j is not None:
+                    j = j if sg > 0 else -j
+                    jac = j if jac is None else jac + j
+            return off, jac
+        linear = [i for i, (_, j) in enumerate(parts) if j is not None]
+        if len(linear) != 1 or (isinstance(sop, ps.TrueDiv) and linear != [0]):
+            raise NotConjugateError(
+                f"{rv.name} enters a product or quotient with itself or as a divisor"
+            )
+        (i,) = linear
+        o, j = parts[i]
+        consts = [x for k, x in enumerate(node.inputs) if k != i]
+        if isinstance(sop, ps.Mul):
+            c = consts[0]
+            for x in consts[1:]:
+                c = c * x
+            return (None if o is None else o * c), j * _pad(c)
+        c = consts[0]  # TrueDiv: (o + j beta) / c
+        return (None if o is None else o / c), j / _pad(c)
+    if isinstance(op, CAReduce) and isinstance(op.scalar_op, ps.Add):
+        x = node.inputs[0]
+        axis = tuple(range(x.ndim)) if op.axis is None else tuple(op.axis)
+        off, jac = _linearize(x, rv, p, blockers)
+        return (None if off is None else off.sum(axis=axis)), jac.sum(axis=axis)
+    if isinstance(op, Dot) or (isinstance(op, Blockwise) and isinstance(op.core_op, Dot)):
+        a, b = node.inputs
+        if a.ndim != 2 or b.ndim != 2:
+            raise NotConjugateError(f"{rv.name} enters a dot product of operands that are not 2-D")
+        oa, ja = _linearize(a, rv, p, blockers)
+        ob, jb = _linearize(b, rv, p, blockers)
+        if ja is not None and jb is not None:
+            raise NotConjugateError(f"{rv.name} enters both operands of a dot product")
+        if ja is not None:
+            off = None if oa is None else (oa[:, :, None] * b[None, :, :]).sum(axis=1)
+            return off, _matmul(ja, b, True)
+        off = None if ob is None else (a[:, :, None] * ob[None, :, :]).sum(axis=1)
+        return off, _matmul(a, jb, False)
+    if isinstance(op, Subtensor | AdvancedSubtensor):
+        if _depends_on(node.inputs[1:], rv, blockers):
+            raise NotConjugateError(f"an index depends on {rv.name}")
+        off, jac = _linearize(node.inputs[0], rv, p, blockers)
+        idx = node.inputs[1:]
+        if isinstance(op, AdvancedSubtensor) and tuple(op.idx_list) != (0,):
+            raise NotConjugateError(f"unsupported advanced indexing of {rv.name}")
+        return (None if off is None else op(off, *idx)), op(jac, *idx)
+    raise NotConjugateError(
+        f"{rv.name} enters a child's mean through {what}, not as a linear predictor"
+    )
+
+
+def _analyze_regression(rv, model: Model) -> _Plan:
+    """Normal / MvNormal prior, Normal children whose means are linear in the parameter and whose
+    sigma (and size) do not depend on it; raise NotConjugateError otherwise."""
+    if rv not in model.free_RVs:
+        raise NotConjugateError(f"{rv.name} is not a free variable of the model")
+    if any(s is None for s in rv.type.shape):
+        raise NotConjugateError(f"{rv.name} has no static shape")
+    if rv.ndim > 1 or model.rvs_to_transforms.get(rv) is not None:
+        raise NotConjugateError(f"{rv.name} is not an untransformed scalar or vector")
+    p = int(np.prod(rv.type.shape))
+    all_rvs = list(model.basic_RVs)
+    for pot in model.potentials:
+        if _depends_on([pot], rv, all_rvs):
+            raise NotConjugateError(f"Potential {pot.name} depends on {rv.name}")
+    plan = _Plan(rv=rv, family="regression")
+    for child in all_rvs:
+        if child is rv or not _depends_on(child.owner.inputs, rv, all_rvs):
+            continue
+        cop = child.owner.op
+        if type(cop) is not NormalRV:
+            raise NotConjugateError(
+                f"child {child.name} of {rv.name} is {type(cop).__name__}, not Normal"
+            )
+        mu, sigma = cop.dist_params(child.owner)
+        if _depends_on([sigma, cop.size_param(child.owner)], rv, all_rvs):
+            raise NotConjugateError(
+                f"{rv.name} enters the sigma (or the size) of child {child.name}"
+            )
+        offset, jac = _linearize(mu, rv, p, all_rvs)
+        if any(g is not None and _depends_on([g], rv, all_rvs) for g in (offset, jac)):
+            raise NotConjugateError(f"could not separate {rv.name} from the mean of {child.name}")
+        plan.children.append(_ChildPlan(child, NormalRV, [], None, sigma, offset, jac))
     if not plan.children:
         raise NotConjugateError(f"{rv.name} has no children")
     return plan
@@ -435,6 +609,70 @@ class _Updater:
         return np.asarray(theta, dtype=np.float64)  # a 0-d array, never a numpy scalar
 
 
+class _RegressionUpdater:
+    """Draws a regression coefficient vector from its Normal full conditional (kernels module:
+    ``P = Sigma0^-1 + X'WX``, ``h = Sigma0^-1 mu0 + X'W (y - a)``).
+
+    ``P`` and ``h`` are one compiled PyTensor function of the current point (design matrices,
+    offsets, sigmas and records may be data or current values of other variables), compiled once
+    in PyTensor's default mode (numba: about 6 us per call for the benchmark's 100 x 3 design,
+    against 12-20 us for the C VM) and called with ``trust_input`` after a cheap dtype check;
+    the draw is a compiled Cholesky. The statistic is written with elementwise products and
+    sums only (no ``Dot``: no BLAS needed).
+    """
+
+    def __init__(self, plan: _Plan, model: Model, compile_kwargs):
+        rv = plan.rv
+        self.family = plan.family
+        self.value_name = model.rvs_to_values[rv].name
+        self.shape = tuple(int(s) for s in rv.type.shape)
+        p = int(np.prod(self.shape))
+        f64 = "float64"
+        node = rv.owner
+        if isinstance(node.op, MvNormalRV):
+            mu0, cov0 = node.op.dist_params(node)
+            prec0 = pt.linalg.inv(pt.as_tensor(cov0).astype(f64))
+            mu0 = pt.broadcast_to(pt.as_tensor(mu0).astype(f64), (p,))
+            prec = prec0
+            h = (prec0 * mu0[None, :]).sum(axis=1)
+        else:
+            mu0, sd0 = node.op.dist_params(node)
+            mu0 = pt.broadcast_to(pt.as_tensor(mu0).astype(f64), self.shape).reshape((p,))
+            sd0 = pt.broadcast_to(pt.as_tensor(sd0).astype(f64), self.shape).reshape((p,))
+            tau0 = pt.reciprocal(pt.sqr(sd0))
+            prec = pt.diag(tau0)
+            h = tau0 * mu0
+        for c in plan.children:
+            y = pt.as_tensor(c.rv).astype(f64)
+            jac = pt.broadcast_to(c.jac.astype(f64), (*y.shape, p)).reshape((-1, p))
+            r = y if c.offset is None else y - c.offset.astype(f64)
+            r = pt.broadcast_to(r, y.shape).reshape((-1,))
+            w = pt.reciprocal(pt.sqr(pt.as_tensor(c.extra).astype(f64)))
+            w = pt.broadcast_to(w, y.shape).reshape((-1,))
+            jw = jac * w[:, None]
+            prec = prec + (jw[:, :, None] * jac[:, None, :]).sum(axis=0)
+            h = h + (jw * r[:, None]).sum(axis=0)
+        outs = model.replace_rvs_by_values([prec, h])
+        value_vars = set(model.value_vars)
+        inputs = [v for v in graph_inputs(outs) if v in value_vars]
+        self._names = [v.name for v in inputs]
+        self._dtypes = [np.dtype(v.dtype) for v in inputs]
+        ck = dict(compile_kwargs or {})
+        ck.setdefault("on_unused_input", "ignore")
+        self._fn = pytensor.function(inputs, outs, **ck)
+        self._fn.trust_input = True
+
+    def draw(self, point, rng):
+        args = []
+        for name, dtype in zip(self._names, self._dtypes, strict=True):
+            value = point[name]
+            if type(value) is not np.ndarray or value.dtype != dtype:
+                value = np.asarray(value, dtype=dtype)
+            args.append(value)
+        prec, h = self._fn(*args)
+        return draw_mvnormal_precision(rng, prec, h).reshape(self.shape)
+
+
 class ConjugateGibbs(BlockedStep):
     r"""Exact Gibbs draw of Beta / Gamma / Dirichlet / Normal parameters from their full
     conditional given their (latent or observed) children; see the module docstring.
@@ -483,7 +721,8 @@ class ConjugateGibbs(BlockedStep):
                 plan = _analyze(rv, model)
             except NotConjugateError as err:
                 raise ValueError(f"ConjugateGibbs cannot update {rv.name}: {err}") from None
-            self._updaters.append(_Updater(plan, model, compile_kwargs))
+            cls = _RegressionUpdater if plan.family == "regression" else _Updater
+            self._updaters.append(cls(plan, model, compile_kwargs))
 
     @property
     def families(self) -> dict[str, str]:
@@ -504,7 +743,7 @@ class ConjugateGibbs(BlockedStep):
             model = Model.get_context(error_if_none=False)
         except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()
             return Competence.INCOMPATIBLE
-        if model is None or var not in model.free_RVs or type(var.owner.op) not in _FAMILIES:
+        if model is None or var not in model.free_RVs or type(var.owner.op) not in _PRIOR_OPS:
             return Competence.INCOMPATIBLE
         try:
             plan = _analyze(var, model)

@@ -393,3 +393,125 @@ def test_uses_current_data_and_hyperparameters():
         s, t = sum(x_val), len(x_val)
         want = draw_beta(np.random.default_rng(4), a_val + s, 3.0 + t - s)
         np.testing.assert_allclose(got, np.log(want / (1 - want)), rtol=1e-12)
+
+
+# ---- Normal linear regression: beta enters Normal children through a linear predictor ----------
+def _regression_posterior(prior_mean, prior_cov, designs, ys, sds):
+    """Exact N(m, V) of beta (numpy, independent of the library's graph code)."""
+    prec = np.linalg.inv(prior_cov)
+    h = prec @ prior_mean
+    for X, y, sd in zip(designs, ys, sds, strict=True):
+        w = np.broadcast_to(1.0 / np.square(sd), y.shape)
+        prec = prec + X.T @ (w[:, None] * X)
+        h = h + X.T @ (w * y)
+    cov = np.linalg.inv(prec)
+    return cov @ h, cov
+
+
+def _assert_mvn_fits(draws, mean, cov, neg_mean, neg_cov):
+    """KS per coordinate and for two linear combinations (one along the direction of least
+    posterior variance, which is sensitive to the covariance); the negative control must be
+    rejected by at least one of them."""
+    _, vecs = np.linalg.eigh(cov)
+    combos = [*np.eye(len(mean)), vecs[:, 0], np.ones(len(mean))]
+    neg_p = []
+    for c in combos:
+        d = draws @ c
+        p_ok = stats.kstest(d, stats.norm(c @ mean, np.sqrt(c @ cov @ c)).cdf).pvalue
+        assert p_ok > ALPHA, (c, p_ok)
+        neg_p.append(stats.kstest(d, stats.norm(c @ neg_mean, np.sqrt(c @ neg_cov @ c)).cdf).pvalue)
+    assert min(neg_p) < ALPHA, neg_p
+
+
+def test_regression_exact_posterior_independent_prior(rng):
+    """beta ~ N(mu0, diag(sd0^2)); y1 ~ N(beta[0] + X1 @ beta[1:], per-record sigma) and
+    y2 ~ N((X2 * beta).sum(-1), s) with s a free variable (its current value is used)."""
+    n1, n2 = 12, 8
+    X1 = rng.normal(size=(n1, 2))
+    X2 = rng.normal(size=(n2, 3))
+    sig1 = rng.uniform(0.5, 2.0, size=n1)
+    beta_true = np.array([0.5, -1.0, 2.0])
+    y1 = beta_true[0] + X1 @ beta_true[1:] + sig1 * rng.normal(size=n1)
+    y2 = X2 @ beta_true + 0.8 * rng.normal(size=n2)
+    mu0, sd0 = np.array([0.0, 1.0, -1.0]), np.array([1.0, 2.0, 0.5])
+    with pm.Model() as m:
+        beta = pm.Normal("beta", mu0, sd0, shape=3)
+        s = pm.HalfNormal("s", 1.0)
+        xd = pm.Data("X1", X1)
+        pm.Normal("y1", beta[0] + xd @ beta[1:], sig1, observed=y1)
+        pm.Normal("y2", (X2 * beta).sum(-1), s, observed=y2)
+    assert conjugate_family(beta, m) == "regression"
+    step = ConjugateGibbs([beta], model=m, rng=rng)
+    assert step.families == {"beta": "regression"}
+    point = m.initial_point()
+    point["s_log__"] = np.log(0.8)
+    draws = np.array([pt["beta"] for pt in run_step(step, point)])
+    designs = [np.c_[np.ones(n1), X1], X2]
+    mean, cov = _regression_posterior(mu0, np.diag(sd0**2), designs, [y1, y2], [sig1, 0.8])
+    # negative control: prior variances x 2
+    neg_mean, neg_cov = _regression_posterior(
+        mu0, np.diag(2 * sd0**2), designs, [y1, y2], [sig1, 0.8]
+    )
+    _assert_mvn_fits(draws, mean, cov, neg_mean, neg_cov)
+
+
+def test_regression_mvnormal_prior_latent_design(rng):
+    """beta ~ MvNormal(mu0, Sigma0) with correlations; the design is the current value of a
+    latent variable (here fixed in the point), y ~ N(dot(Xl, beta), 2); few records so that the
+    prior matters (negative control: prior covariance x 2)."""
+    n = 4
+    X = rng.normal(size=(n, 2))
+    y = X @ np.array([1.0, -0.5]) + 2.0 * rng.normal(size=n)
+    mu0 = np.array([0.3, -0.2])
+    cov0 = np.array([[1.0, 0.6], [0.6, 2.0]])
+    with pm.Model() as m:
+        beta = pm.MvNormal("beta", mu0, cov0)
+        xl = pm.Normal("xl", 0.0, 1.0, shape=(n, 2))
+        pm.Normal("y", pm.math.dot(xl, beta), 2.0, observed=y)
+    step = ConjugateGibbs([beta], model=m, rng=rng)
+    point = m.initial_point()
+    point["xl"] = X.copy()
+    draws = np.array([pt["beta"] for pt in run_step(step, point)])
+    mean, cov = _regression_posterior(mu0, cov0, [X], [y], [2.0])
+    neg_mean, neg_cov = _regression_posterior(mu0, 2 * cov0, [X], [y], [2.0])
+    _assert_mvn_fits(draws, mean, cov, neg_mean, neg_cov)
+
+
+def test_regression_linear_forms_recognised(rng):
+    """Jacobian and offset of several ways of writing a linear predictor, against the graph."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_dp.step_methods.conjugate import _analyze
+
+    PY = pytensor.compile.mode.Mode(linker="py", optimizer="fast_compile")
+
+    X = rng.normal(size=(6, 3))
+    with pm.Model() as m:
+        b = pm.Normal("b", 0.0, 1.0, shape=3)
+        xl = pm.Normal("xl", 0.0, 1.0, shape=(6, 2))
+        design = pt.concatenate([pt.ones((6, 1)), xl], axis=1)
+        forms = {
+            "matmul": X @ b,
+            "dot": pt.dot(X, b),
+            "mul_sum": (X * b).sum(-1),
+            "intercept": b[0] + xl @ b[1:],
+            "concat": design @ b,
+            "scaled": 2.0 * (X @ b) / 3.0 - b[1] + np.float64(0.5),
+            "reversed": X[:, ::-1] @ b[::-1],
+            "row_vec": (b[None, :] @ X.T)[0],
+            "negated": -(X[:, :2] @ b[np.array([2, 0])]),
+        }
+        for name, mu in forms.items():
+            pm.Normal(f"y_{name}", mu, 1.0, observed=np.zeros(6))
+    plan = _analyze(b, m)
+    assert plan.family == "regression" and len(plan.children) == len(forms)
+    b_val, xl_val = rng.normal(size=3), rng.normal(size=(6, 2))
+    for c in plan.children:
+        mu = c.rv.owner.op.dist_params(c.rv.owner)[0]
+        f_mu = pytensor.function([b, xl], mu, on_unused_input="ignore", mode=PY)
+        want = f_mu(b_val, xl_val)
+        offset = pt.zeros(()) if c.offset is None else c.offset
+        f_lin = pytensor.function([xl], [offset, c.jac], on_unused_input="ignore", mode=PY)
+        off, jac = f_lin(xl_val)
+        np.testing.assert_allclose(off + jac @ b_val, want, rtol=1e-12, atol=1e-12)
