@@ -16,6 +16,8 @@ prior                  children (parameter enters as)              full conditio
 ``Gamma(alpha, beta)`` ``Poisson(mu)``                             ``Gamma(alpha + s, beta + m)``
 ``Dirichlet(alpha)``   ``Categorical(p)``                          ``Dirichlet(alpha + counts)``
 ``Normal(m0, s0)``     ``Normal(mu, sigma)``, sigma not the param  Normal, see the kernels module
+``Normal`` (vector) /  ``Normal(a + X @ beta, sigma)``: a linear    ``N(P^-1 h, P^-1)``, kernels
+``MvNormal(m0, S0)``   predictor, sigma not depending on beta      module (regression)
 =====================  ==========================================  ==============================
 
 Derivations are in :mod:`pymc_dp.kernels.conjugate`. The parameter may be a scalar or an array
@@ -28,6 +30,20 @@ variables (their current values are used). Anything else -- a transform of the p
 child (``p**2``), a child of another family, a ``pm.Potential`` or a parameter-dependent index --
 is refused: :meth:`ConjugateGibbs.competence` returns ``INCOMPATIBLE`` and the constructor raises
 ``ValueError`` naming the reason.
+
+Regression coefficients (family ``"regression"``): a Normal parameter that does not enter its
+children as their mean itself, or any ``MvNormal`` parameter (scalar or vector), is tried as the
+coefficient vector of a linear model. Each child must be ``Normal(mu, sigma)`` with ``mu`` affine
+in the parameter, written with: the parameter itself, indexing / slicing (``beta[0]``,
+``beta[1:]``, ``beta[idx]`` with an index free of it), broadcasting and transposes, ``+``, ``-``,
+products and quotients by expressions free of it, sums over axes (``(X * beta).sum(-1)``) and
+2-D ``dot`` / ``@`` with an operand free of it (``X @ beta``, ``beta[0] + X @ beta[1:]``,
+``pt.concatenate([ones, X], 1) @ beta``). The design ``X``, the offset and ``sigma`` (a scalar or a
+per-record vector: weights) may be data or the current values of other variables (latent records,
+a free noise scale), which are read from the point at each step; ``sigma`` must not depend on the
+parameter. The statistic ``P = Sigma0^-1 + X'WX``, ``h = Sigma0^-1 mu0 + X'W(y - a)`` is one
+compiled PyTensor function of the point, the draw a compiled Cholesky
+(:func:`pymc_dp.kernels.conjugate.draw_mvnormal_precision`).
 
 Automatic assignment
 --------------------
@@ -418,8 +434,8 @@ def _feeds_pymc_dp_node(var, model: Model) -> bool:
 
 
 def conjugate_family(rv, model: Model | None = None) -> str | None:
-    """The conjugate family ("beta", "gamma", "dirichlet", "normal") :class:`ConjugateGibbs`
-    would use for ``rv``, or None when the prior/children structure is not supported.
+    """The conjugate family ("beta", "gamma", "dirichlet", "normal", "regression")
+    :class:`ConjugateGibbs` would use for ``rv``, or None when the structure is not supported.
 
     Examples
     --------
@@ -429,8 +445,10 @@ def conjugate_family(rv, model: Model | None = None) -> str | None:
     ...     y = pm.Poisson("y", mu=lam, observed=np.array([3, 1]))
     ...     q = pm.Beta("q", 1.0, 1.0)
     ...     z = pm.Bernoulli("z", p=q**2, observed=np.array([1]))
-    >>> conjugate_family(lam, m), conjugate_family(q, m)
-    ('gamma', None)
+    ...     b = pm.Normal("b", 0.0, 1.0, shape=2)
+    ...     w = pm.Normal("w", b[0] + np.arange(3.0) * b[1], 1.0, observed=np.zeros(3))
+    >>> conjugate_family(lam, m), conjugate_family(q, m), conjugate_family(b, m)
+    ('gamma', None, 'regression')
     """
     model = modelcontext(model)
     try:
@@ -674,8 +692,9 @@ class _RegressionUpdater:
 
 
 class ConjugateGibbs(BlockedStep):
-    r"""Exact Gibbs draw of Beta / Gamma / Dirichlet / Normal parameters from their full
-    conditional given their (latent or observed) children; see the module docstring.
+    r"""Exact Gibbs draw of Beta / Gamma / Dirichlet / Normal parameters and of Normal /
+    MvNormal regression coefficients from their full conditional given their (latent or
+    observed) children; see the module docstring.
 
     Parameters
     ----------
@@ -693,7 +712,9 @@ class ConjugateGibbs(BlockedStep):
     -----
     Cost per step: one pass over each child's values (``sum`` / ``bincount``); no compiled
     model logp. The draw is kept off the boundary of its support by float64 resolution so the
-    transformed value is finite (see :func:`pymc_dp.kernels.conjugate.draw_beta`).
+    transformed value is finite (see :func:`pymc_dp.kernels.conjugate.draw_beta`). A regression
+    coefficient costs one call of a small compiled function (about 6 us for 100 records and 3
+    coefficients) and a ``p x p`` Cholesky; it is compiled once, when the step is built.
     """
 
     name = "conjugate_gibbs"

@@ -515,3 +515,81 @@ def test_regression_linear_forms_recognised(rng):
         f_lin = pytensor.function([xl], [offset, c.jac], on_unused_input="ignore", mode=PY)
         off, jac = f_lin(xl_val)
         np.testing.assert_allclose(off + jac @ b_val, want, rtol=1e-12, atol=1e-12)
+
+
+def _regression_release_model(mean=lambda b, x: b[0] + x @ b[1:], n=8):
+    """Ju et al.'s private regression in miniature: latent records (x_i, y_i), Laplace release of
+    clipped sufficient statistics (the clipping is in the statistic, not in the likelihood)."""
+    import pytensor.tensor as pt
+
+    from pymc_dp.distributions.release import Release
+    from pymc_dp.mechanisms.laplace import Laplace
+
+    with pm.Model() as m:
+        b = pm.Normal("beta", 0.0, np.sqrt(2.0), shape=3)
+        x = pm.Normal("X", 0.0, 1.0, shape=(n, 2))
+        y = pm.Normal("y", mean(b, x), np.sqrt(2.0), shape=n)
+        xc, yc = pt.clip(x, -3.0, 3.0), pt.clip(y, -5.0, 5.0)
+        design = pt.concatenate([pt.ones((n, 1)), xc], axis=1)
+        stat = pt.concatenate([(design * yc[:, None]).sum(0), (yc**2).sum()[None]])
+        Release("z", stat, Laplace(epsilon=1.0, sensitivity=20.0), observed=np.zeros(4))
+    return m
+
+
+def test_regression_assignment(registered):
+    from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+    methods = [DataAugmentation, *CONJUGATE_STEPS, NUTS]
+    # ordinary regression, latent responses but no pymc_dp node: NUTS keeps beta
+    X = np.linspace(-1.0, 1.0, 12).reshape(6, 2)
+    with pm.Model() as plain:
+        b = pm.Normal("beta", 0.0, 1.0, shape=2)
+        y = pm.Normal("y", X @ b, 1.0, shape=6)
+        pm.Normal("obs", y, 0.5, observed=np.zeros(6))
+    assert conjugate_family(b, plain) == "regression"
+    with plain:
+        assert ConjugateGibbs.competence(b, True) == Competence.INCOMPATIBLE
+        _, selected = assign_step_methods(plain, methods=methods)
+    assert ConjugateGibbs not in selected and {v.name for v in selected[NUTS]} == {"beta", "y"}
+    # latent records feeding a Release: beta goes to ConjugateGibbs, the records to DA
+    m = _regression_release_model()
+    with m:
+        assert ConjugateGibbs.competence(m["beta"], True) == Competence.IDEAL
+        _, selected = assign_step_methods(m, methods=methods)
+    assert {c.__name__: [v.name for v in vs] for c, vs in selected.items()} == {
+        "DataAugmentation": ["X", "y"],
+        "ConjugateGibbs": ["beta"],
+    }
+    # non-conjugate mean in the same structure: not claimed, NUTS samples beta
+    m_exp = _regression_release_model(mean=lambda b, x: pm.math.exp(b[0] + x @ b[1:]))
+    with m_exp:
+        assert ConjugateGibbs.competence(m_exp["beta"], True) == Competence.INCOMPATIBLE
+        _, selected = assign_step_methods(m_exp, methods=methods)
+    assert ConjugateGibbs not in selected and [v.name for v in selected[NUTS]] == ["beta"]
+
+
+def test_regression_refuses_non_conjugate():
+    """beta inside exp, beta times itself, beta in sigma, a non-Normal child: refused. (A free
+    sigma that does not depend on beta is accepted: its current value is used, see above.)"""
+    X = np.linspace(-1.0, 1.0, 8).reshape(4, 2)
+    cases = [
+        (lambda b: {"mu": pm.math.exp(X @ b), "sigma": 1.0}, "linear predictor"),
+        (lambda b: {"mu": (X @ b) * b[0], "sigma": 1.0}, "product"),
+        (lambda b: {"mu": X @ b, "sigma": pm.math.exp(b[0])}, "sigma"),
+    ]
+    for make, msg in cases:
+        with pm.Model() as m:
+            b = pm.Normal("b", 0.0, 1.0, shape=2)
+            pm.Normal("y", observed=np.zeros(4), **make(b))
+        assert conjugate_family(b, m) is None
+        with pytest.raises(ValueError, match=msg):
+            ConjugateGibbs([b], model=m)
+    with pm.Model() as m:
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Poisson("c", mu=pm.math.exp(X @ b), observed=np.zeros(4))
+        mv = pm.MvNormal("mv", np.zeros(2), np.eye(2))
+        pm.Normal("w", mu=mv, sigma=pm.math.exp(mv[0]), observed=np.zeros(2))
+    for rv, msg in [(b, "not Normal"), (mv, "sigma")]:
+        assert conjugate_family(rv, m) is None
+        with pytest.raises(ValueError, match=msg):
+            ConjugateGibbs([rv], model=m)
