@@ -105,6 +105,7 @@ from pytensor.tensor.random.basic import (
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 from pymc_dp.kernels.conjugate import (
+    _precision_draw,
     beta_binomial_posterior,
     dirichlet_categorical_posterior,
     draw_beta,
@@ -687,8 +688,11 @@ class _RegressionUpdater:
             if type(value) is not np.ndarray or value.dtype != dtype:
                 value = np.asarray(value, dtype=dtype)
             args.append(value)
-        prec, h = self._fn(*args)
-        return draw_mvnormal_precision(rng, prec, h).reshape(self.shape)
+        prec, h = self._fn(*args)  # fresh contiguous float64 arrays
+        theta = _precision_draw(prec, h, rng.standard_normal(h.shape[0]))
+        if theta.size and not theta[0] == theta[0]:  # the kernel returns NaNs if P is not PD
+            draw_mvnormal_precision(rng, prec, h)  # raises ValueError with the reason
+        return theta.reshape(self.shape)
 
 
 class ConjugateGibbs(BlockedStep):

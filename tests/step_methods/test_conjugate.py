@@ -593,3 +593,12 @@ def test_regression_refuses_non_conjugate():
         assert conjugate_family(rv, m) is None
         with pytest.raises(ValueError, match=msg):
             ConjugateGibbs([rv], model=m)
+
+
+def test_draw_mvnormal_precision_refuses_non_positive_definite(rng):
+    from pymc_dp.kernels.conjugate import draw_mvnormal_precision
+
+    with pytest.raises(ValueError, match="positive definite"):
+        draw_mvnormal_precision(rng, np.array([[1.0, 2.0], [2.0, 1.0]]), np.zeros(2))
+    with pytest.raises(ValueError, match="positive definite"):
+        draw_mvnormal_precision(rng, np.eye(2), np.array([np.nan, 0.0]))
