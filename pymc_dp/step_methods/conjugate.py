@@ -290,7 +290,8 @@ def _linearize(expr, rv, p, blockers):
     ``jac`` has shape ``expr.shape + (p,)`` and ``offset`` the shape of ``expr``; either is None
     when zero (``jac`` None: ``expr`` does not depend on ``rv``). Neither graph depends on
     ``rv``. Supported: ``rv`` itself, broadcasting / transposes / squeezes (``DimShuffle``),
-    ``+``, ``-``, negation, products and quotients by expressions free of ``rv``, sums over axes,
+    ``+``, ``-``, negation, products and quotients by expressions free of ``rv``, casts to a
+    float type, sums over axes,
     ``dot`` / ``@`` of 2-D operands one of which is free of ``rv``, and basic or integer-array
     indexing by indices free of ``rv``. Anything else raises NotConjugateError.
     """
@@ -309,6 +310,10 @@ def _linearize(expr, rv, p, blockers):
             None if off is None else off.dimshuffle(*order),
             jac.dimshuffle(*order, node.inputs[0].ndim),
         )
+    if isinstance(op, Elemwise) and isinstance(op.scalar_op, ps.Cast):
+        if not expr.dtype.startswith("float"):
+            raise NotConjugateError(f"{rv.name} is cast to {expr.dtype} in a child's mean")
+        return _linearize(node.inputs[0], rv, p, blockers)  # the statistic is float64 anyway
     if isinstance(op, Elemwise) and isinstance(op.scalar_op, _LINEAR_ELEMWISE):
         parts = [_linearize(x, rv, p, blockers) for x in node.inputs]
         sop = op.scalar_op
