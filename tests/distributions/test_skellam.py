@@ -15,32 +15,11 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from pymc_dp.distributions.skellam import Skellam, SkellamRV, skellam_logpmf
+from pymc_dp.testing import mpmath_log_iv as mp_log_iv
 
 mp.mp.dps = 50
 
 ALPHA = 1e-6  # false-alarm rate of each goodness-of-fit assertion
-
-
-def mp_log_iv(nu, x):
-    """50-digit log I_nu(x): mpmath besseli where quick, else the Poisson integral DLMF 10.32.2.
-
-    (Same reference as tests/math/test_bessel.py, where it is described.)
-    """
-    nu = mp.mpf(nu)
-    x = mp.mpf(x)
-    if nu < 0.5 or x < 50 or x * x < 400 * (nu + 1) or x > 30 * nu * nu:
-        return mp.log(mp.besseli(nu, x, maxterms=10**6))
-    a = nu - mp.mpf(1) / 2
-    ts = x / (a + mp.sqrt(a * a + x * x))
-    gs = x * ts + a * mp.log1p(-ts * ts)
-
-    def f(t):
-        return mp.exp(x * t + a * mp.log1p(-t * t) - gs) if t < 1 else mp.mpf(0)
-
-    w = (1 - ts * ts) / mp.sqrt(2 * a * (1 + ts * ts))
-    inner = [p for p in (ts - 40 * w, ts - 8 * w, ts, ts + 8 * w, ts + 40 * w) if -1 < p < 1]
-    integral = mp.quad(f, [mp.mpf(-1), *inner, mp.mpf(1)])
-    return nu * mp.log(x / 2) - mp.log(mp.pi) / 2 - mp.loggamma(nu + 0.5) + gs + mp.log(integral)
 
 
 @functools.cache

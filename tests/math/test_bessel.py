@@ -26,45 +26,9 @@ from pymc_dp.math.bessel import (
     log_ive,
     log_ive_pt,
 )
+from pymc_dp.testing import mpmath_log_iv as mp_log_iv
 
 mp.mp.dps = 50
-
-
-def mp_log_iv(nu, x):
-    """Independent 50-digit reference for log I_nu(x).
-
-    mpmath's besseli where its series or asymptotic expansion is quick; elsewhere the Poisson
-    integral DLMF 10.32.2, I_nu(x) = (x/2)^nu / (sqrt(pi) Gamma(nu+1/2))
-    * int_{-1}^{1} (1-t^2)^(nu-1/2) e^{xt} dt (positive integrand, no cancellation), integrated
-    by tanh-sinh quadrature split around the peak of the integrand.
-    """
-    nu = mp.mpf(nu)
-    x = mp.mpf(x)
-    if x == 0:
-        return mp.mpf(0) if nu == 0 else mp.ninf
-    if nu < 0.5 or x < 50 or x * x < 400 * (nu + 1) or x > 30 * nu * nu:
-        return mp.log(mp.besseli(nu, x, maxterms=10**6))
-    a = nu - mp.mpf(1) / 2
-    ts = x / (a + mp.sqrt(a * a + x * x))  # maximiser of x t + a log(1 - t^2)
-
-    def g(t):
-        return x * t + a * mp.log1p(-t * t)
-
-    gs = g(ts)
-
-    def f(t):
-        return mp.exp(g(t) - gs) if t < 1 else mp.mpf(0)
-
-    w = (1 - ts * ts) / mp.sqrt(2 * a * (1 + ts * ts))
-    inner = [p for p in (ts - 40 * w, ts - 8 * w, ts, ts + 8 * w, ts + 40 * w) if -1 < p < 1]
-    integral = mp.quad(f, [mp.mpf(-1), *inner, mp.mpf(1)])
-    return (
-        nu * mp.log(x / 2)
-        - mp.log(mp.pi) / 2
-        - mp.loggamma(nu + mp.mpf(1) / 2)
-        + gs
-        + mp.log(integral)
-    )
 
 
 @functools.cache
