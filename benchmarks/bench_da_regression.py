@@ -13,10 +13,10 @@ Choices the slides leave open (stated here): clamping bounds ``x_j in [m_j - 4, 
 (``sum x1, sum x2, sum x1^2, sum x1 x2, sum x2^2``); one Laplace mechanism with the L1
 sensitivity of that vector, 6 + 1 + 8 = 15, and epsilon = 1 unless ``--eps`` is given.
 
-Step for beta: given the records, beta has the exact Normal full conditional of Bayesian linear
-regression with known variance (``ConjugateRegression`` below, a small benchmark-local step:
-``pymc_dp.step_methods.conjugate.ConjugateGibbs`` handles a Normal parameter that enters a child
-as its mean *itself*, not through a linear predictor). NUTS on beta is timed for comparison.
+Steps: the ones ``pm.sample`` assigns by itself after ``import pymc_dp`` (printed):
+``DataAugmentation`` for the records (X, y) and ``ConjugateGibbs`` for beta (the exact Normal
+full conditional of Bayesian linear regression with known variance). ``--nuts`` also times NUTS
+on beta, passed explicitly, for comparison.
 
 Timing: ``sampling_time`` from the posterior attrs of ``pm.sample`` (the sampling loop, without
 compilation), 10,000 iterations, one chain, ``cores=1``, median (and minimum) over ``--repeat``
@@ -32,15 +32,14 @@ import os
 import time
 
 import arviz as az
-import numba
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.step_methods.compound import BlockedStep, Competence
-from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pymc.sampling.mcmc import assign_step_methods
 
 from pymc_dp.distributions.release import Release
 from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.step_methods.conjugate import ConjugateGibbs
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
 N = 100
@@ -77,51 +76,6 @@ def released_stat(Xt, yt, lib):
         ]
     )
     return lib.concatenate([xy, yy, xx])
-
-
-@numba.njit(cache=True)
-def _conjugate_draw(X, y, e, s2, t2):  # pragma: no cover - compiled
-    """beta | X, y ~ N(V Xf'y / s2, V), V = (Xf'Xf / s2 + I / t2)^-1, Xf = [1, X]."""
-    prec = np.zeros((3, 3))
-    rhs = np.zeros(3)
-    for i in range(X.shape[0]):
-        row = (1.0, X[i, 0], X[i, 1])
-        for a in range(3):
-            rhs[a] += row[a] * y[i]
-            for c in range(3):
-                prec[a, c] += row[a] * row[c]
-    prec /= s2
-    rhs /= s2
-    for a in range(3):
-        prec[a, a] += 1.0 / t2
-    chol = np.linalg.cholesky(prec)
-    mean = np.linalg.solve(prec, rhs)
-    return mean + np.linalg.solve(chol.T, e)
-
-
-class ConjugateRegression(BlockedStep):
-    """Exact Gibbs draw of regression coefficients: N(V X'y / s2, V), V = (X'X/s2 + I/t2)^-1."""
-
-    name = "conjugate_regression"
-    stats_dtypes_shapes = {}  # noqa: RUF012
-
-    def __init__(self, vars, x_name, y_name, *, model=None, blocked=True, rng=None, **kwargs):
-        model = pm.modelcontext(model)
-        self.vars = get_value_vars_from_user_vars(vars, model)
-        self.blocked = True
-        self.rng = get_random_generator(rng)
-        self._b, self._x, self._y = self.vars[0].name, x_name, y_name
-
-    def step(self, point):
-        new = dict(point)
-        new[self._b] = _conjugate_draw(
-            point[self._x], point[self._y], self.rng.standard_normal(3), SIGMA2, TAU2
-        )
-        return new, []
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
 
 def build(eps, seed):
@@ -163,7 +117,9 @@ def main():
         t0 = time.perf_counter()
         da = DataAugmentation([model["X"], model["y"]], rng=1)
         t_build = time.perf_counter() - t0
-        cg = ConjugateRegression([model["beta"]], "X", "y", rng=2)
+        _, assigned = assign_step_methods(model)
+        cg = ConjugateGibbs([model["beta"]], rng=2)
+    print("pm.sample assigns:", {c.__name__: [v.name for v in vs] for c, vs in assigned.items()})
     us_da, cpu_da, pt_ = per_call(da, model.initial_point())
     us_cg, cpu_cg, _ = per_call(cg, pt_)
     print(f"load average: {os.getloadavg()}")
@@ -208,7 +164,8 @@ def main():
     if args.nuts:
         with model:
             idata2 = pm.sample(
-                args.iters, tune=1000, chains=1, cores=1, step=[da], random_seed=3,
+                args.iters, tune=1000, chains=1, cores=1, random_seed=3,
+                step=[da, pm.NUTS([model["beta"]])],
                 progressbar=False, compute_convergence_checks=False,
             )  # fmt: skip
         t2 = idata2.posterior.attrs["sampling_time"]

@@ -340,7 +340,8 @@ def test_ordinary_model_assignment_unchanged():
 
 
 def test_auto_assignment_blocks_a_record():
-    """(X_i, y_i) records feeding a Release go to ONE DataAugmentation; beta to NUTS."""
+    """(X_i, y_i) records feeding a Release go to ONE DataAugmentation; beta (a Normal
+    prior entering the Normal likelihood of the latent y linearly) to ConjugateGibbs."""
     n = 6
     with pm.Model() as model:
         beta = pm.Normal("beta", 0.0, 1.0, shape=2)
@@ -349,7 +350,7 @@ def test_auto_assignment_blocks_a_record():
         Release("xy", (pt.clip(X[:, 0], -1, 1) * pt.clip(y, -1, 1)).sum(), Laplace(scale=1.0),
                 observed=0.5)  # fmt: skip
     sel = _assignment(model, None)
-    assert sel == {"DataAugmentation": ["X", "y"], "NUTS": ["beta"]}
+    assert sel == {"DataAugmentation": ["X", "y"], "ConjugateGibbs": ["beta"]}
     with model:
         step = DataAugmentation([X, y])
     assert [b.names for b in step._blocks] == [["X", "y"]]
