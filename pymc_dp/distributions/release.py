@@ -29,6 +29,7 @@ import weakref
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
 from pymc.logprob.abstract import _logprob
+from pymc.model import modelcontext
 from pymc.pytensorf import collect_default_updates
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
@@ -36,7 +37,14 @@ from pytensor.tensor.random.op import RandomVariable
 
 from pymc_dp.mechanisms.base import Mechanism
 
-__all__ = ["Release", "ReleaseRV", "is_release", "record_parents", "released_mechanisms"]
+__all__ = [
+    "Release",
+    "ReleaseRV",
+    "is_release",
+    "model_of",
+    "record_parents",
+    "released_mechanisms",
+]
 
 # Random variables that appear (directly, not through another random variable) in the statistic
 # of a Release registered in a model. ``DataAugmentation.competence`` uses this registry when no
@@ -44,6 +52,26 @@ __all__ = ["Release", "ReleaseRV", "is_release", "record_parents", "released_mec
 # changes how a model without a Release is sampled. Weak references: the registry never keeps a
 # model alive.
 _RECORD_RVS: weakref.WeakSet = weakref.WeakSet()
+# Models that hold a Release, for steps that need the model of a variable when ``pm.sample``
+# runs outside ``with model:`` (``pm.sample(model=m)``): see :func:`model_of`.
+_RELEASE_MODELS: weakref.WeakSet = weakref.WeakSet()
+
+
+def model_of(var):
+    """The model in context if ``var`` is one of its free variables, else a model holding a
+    Release that has ``var`` among its free variables, else None."""
+    import pymc as pm
+
+    try:
+        model = pm.Model.get_context(error_if_none=False)
+    except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()
+        model = None
+    if model is not None and var in model.free_RVs:
+        return model
+    for candidate in list(_RELEASE_MODELS):
+        if var in candidate.free_RVs:
+            return candidate
+    return None
 
 
 def _is_rv(var) -> bool:
@@ -169,6 +197,7 @@ class Release(Distribution):
         # only releases registered in a model mark their records (Release.dist does not)
         for parent in record_parents(rv.owner.inputs[0]):
             _RECORD_RVS.add(parent)
+        _RELEASE_MODELS.add(modelcontext(None))
         return rv
 
     @classmethod

@@ -104,6 +104,7 @@ from pytensor.tensor.random.basic import (
 )
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
+from pymc_dp.distributions.release import model_of
 from pymc_dp.kernels.conjugate import (
     _precision_draw,
     beta_binomial_posterior,
@@ -769,11 +770,8 @@ class ConjugateGibbs(BlockedStep):
     def competence(var, has_grad=None):
         """``IDEAL`` iff ``var`` has a supported conjugate structure and a child feeds a
         pymc_dp node (see the module docstring), else ``INCOMPATIBLE``."""
-        try:
-            model = Model.get_context(error_if_none=False)
-        except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()
-            return Competence.INCOMPATIBLE
-        if model is None or var not in model.free_RVs or type(var.owner.op) not in _PRIOR_OPS:
+        model = model_of(var)  # the model in context, or one holding a Release
+        if model is None or type(var.owner.op) not in _PRIOR_OPS:
             return Competence.INCOMPATIBLE
         try:
             plan = _analyze(var, model)

@@ -283,10 +283,11 @@ def _release_model(child_p=lambda p: p, n=20):
     return m
 
 
-def test_claims_parameter_of_released_records_only_in_context(registered):
+def test_claims_parameter_of_released_records(registered):
     m = _release_model()
     p = m["p"]
-    assert ConjugateGibbs.competence(p, True) == Competence.INCOMPATIBLE  # no model context
+    # also without a model context: the model is found through its Release
+    assert ConjugateGibbs.competence(p, True) == Competence.IDEAL
     with m:
         assert ConjugateGibbs.competence(p, True) == Competence.IDEAL
         assert ConjugateGibbs.competence(m["x"], False) == Competence.INCOMPATIBLE
@@ -651,3 +652,20 @@ def test_regression_with_data_augmentation_matches_exact_posterior():
     mcse = float(az.mcse(draws[None, :]))
     assert abs(draws.mean() - exact) < 4.89 * mcse, (draws.mean(), exact, mcse)
     assert abs(draws.mean() - naive) > 4.89 * mcse, (draws.mean(), naive, mcse)
+
+
+def test_assignment_without_model_context():
+    """``pm.sample(model=m)`` outside ``with m:`` still assigns the pymc_dp steps."""
+    from pymc.sampling.mcmc import assign_step_methods
+
+    import pymc_dp as pmdp
+
+    with pm.Model() as m:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p, shape=5)
+        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=2.3)
+    _, sel = assign_step_methods(m)  # no model on the context stack here
+    assert {c.__name__: [v.name for v in vs] for c, vs in sel.items()} == {
+        "ConjugateGibbs": ["p_logodds__"],
+        "DataAugmentation": ["x"],
+    }
