@@ -36,6 +36,7 @@ from pytensor.tensor import TensorVariable
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.utils import normalize_size_param
 
+from pymc_dp.distributions._observed import check_integer_source, check_released_values
 from pymc_dp.distributions.marginals import get_marginal
 from pymc_dp.mechanisms.base import Mechanism
 
@@ -127,6 +128,9 @@ class Privatized(Distribution):
     rv_op = PrivatizedRV.rv_op
 
     def __new__(cls, name, dist, mechanism, *args, marginalize: bool = True, **kwargs):
+        _check_inputs(dist, mechanism)
+        # an integer mechanism releases integers (``_check_inputs`` refuses a non-integer base)
+        check_released_values(kwargs.get("observed"), integer=mechanism.integer)
         if marginalize:
             return super().__new__(cls, name, dist, mechanism, *args, **kwargs)
         _check_inputs(dist, mechanism)
@@ -169,6 +173,7 @@ def _check_inputs(dist, mechanism):
             f"mechanism must be a pymc_dp Mechanism (e.g. pmdp.Laplace(epsilon=1.0)), "
             f"got {mechanism!r}"
         )
+    check_integer_source(mechanism, dist.dtype, "dist")
 
 
 @_logprob.register(PrivatizedRV)

@@ -35,6 +35,7 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_dp.distributions._observed import check_integer_source, check_released_values
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = [
@@ -193,6 +194,8 @@ class Release(Distribution):
     rv_op = ReleaseRV.rv_op
 
     def __new__(cls, name, statistic, mechanism, **kwargs):
+        # an integer mechanism releases integers (its statistic is checked in ``dist``)
+        check_released_values(kwargs.get("observed"), integer=getattr(mechanism, "integer", False))
         rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
         # only releases registered in a model mark their records (Release.dist does not)
         for parent in record_parents(rv.owner.inputs[0]):
@@ -209,6 +212,7 @@ class Release(Distribution):
                 f"{type(mechanism).__name__}"
             )
         statistic = pt.as_tensor_variable(statistic)
+        check_integer_source(mechanism, statistic.dtype, "statistic")
         # The shape is the statistic's; PyMC passes the observed shape as ``shape``.
         shape = kwargs.pop("shape", None)
         kwargs.pop("size", None)
