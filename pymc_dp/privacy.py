@@ -62,7 +62,10 @@ class PrivacyReport:
             return {"epsilon": num(g.epsilon), "delta": num(g.delta), "rho": num(g.rho)}
 
         return {
-            "composition": "sequential across nodes; parallel across the values of a node",
+            "composition": (
+                "sequential across nodes; parallel across the values of a Privatized node "
+                "(each value from a different individual)"
+            ),
             "total": guar(self.total),
             "releases": [
                 {
@@ -88,6 +91,11 @@ class PrivacyReport:
         )
         if t.rho is not None:
             lines[-1] += f", rho={t.rho:.6g}"
+        if any(e.kind == "privatized" for e in self.entries):
+            lines.append(
+                "assumes each value of a Privatized node belongs to a different individual; "
+                "an individual with k values pays k times its epsilon"
+            )
         return "\n".join(lines)
 
 
