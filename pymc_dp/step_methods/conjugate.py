@@ -484,6 +484,64 @@ def _expanded_shape(shape, orders):
     return shape
 
 
+def _first_bad(values, ok):
+    """The first entry of ``values`` where the boolean array ``ok`` is False (for messages)."""
+    values = np.broadcast_to(np.asarray(values), np.shape(ok))
+    return values.ravel()[np.flatnonzero(~np.ravel(ok))[0]].item()
+
+
+def _check_positive(values, what):
+    """Raise ValueError naming ``what`` unless every entry is finite and > 0 (NaN fails).
+
+    Two reductions (min, max), no Python loop: NaN propagates through both and fails the test.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 0:  # the common case: one float comparison
+        if not 0.0 < float(v) < np.inf:
+            raise ValueError(f"{what} must be finite and > 0, got {float(v)!r}")
+        return
+    if v.size and not (v.min() > 0.0 and v.max() < np.inf):
+        bad = _first_bad(v, (v > 0.0) & (v < np.inf))
+        raise ValueError(f"{what} must be finite and > 0, got {bad!r}")
+
+
+def _check_support(kind, x, extra, what):
+    """Raise ValueError naming ``what`` unless the child's values ``x`` lie in its support:
+    Bernoulli {0, 1}, Binomial 0..n, Poisson 0, 1, ... (Categorical: see ``_child_stats``)."""
+    if not x.size:
+        return
+    if x.dtype.kind == "f" and not np.array_equal(x, np.floor(x)):  # NaN also fails
+        ok = x == np.floor(x)
+        raise ValueError(f"{what} has a non-integer value {_first_bad(x, ok)!r}")
+    lo = x.min()
+    if kind is BernoulliRV:
+        if lo < 0 or x.max() > 1:
+            bad = _first_bad(x, (x == 0) | (x == 1))
+            raise ValueError(f"{what} (Bernoulli) must be 0 or 1, got {bad!r}")
+    elif kind is BinomialRV:
+        n = np.asarray(extra)
+        n_min = n.min() if n.size else 0
+        if n_min < 0:
+            raise ValueError(f"{what} (Binomial) has a negative n = {_first_bad(n, n >= 0)!r}")
+        if lo < 0 or (x.max() > n_min and np.any(x > n)):  # max <= min(n): no comparison
+            ok = (x >= 0) & (x <= n)
+            raise ValueError(
+                f"{what} (Binomial) must be in 0..n, got {_first_bad(x, ok)!r} "
+                f"with n = {_first_bad(np.broadcast_to(n, ok.shape), ok)!r}"
+            )
+    elif kind is PoissonRV and lo < 0:
+        raise ValueError(f"{what} (Poisson) must be >= 0, got {_first_bad(x, x >= 0)!r}")
+
+
+# PyMC's names of the prior hyperparameters as PyTensor's op carries them
+_HYPER_NAMES = {
+    "beta": ("alpha", "beta"),
+    "gamma": ("alpha", "beta"),  # checked as scale = 1 / beta: in (0, inf) iff beta is
+    "dirichlet": ("a",),
+    "normal": ("mu", "sigma"),
+}
+
+
 class _Quantity:
     """A numeric input of the update: a point entry, a constant, a shared value or compiled."""
 
@@ -509,6 +567,7 @@ class _Updater:
     def __init__(self, plan: _Plan, model: Model, compile_kwargs):
         rv = plan.rv
         self.family = plan.family
+        self.name = rv.name
         value_var = model.rvs_to_values[rv]
         self.value_name = value_var.name
         self.shape = tuple(int(s) for s in rv.type.shape)
@@ -539,6 +598,7 @@ class _Updater:
                     c.orders,
                     None if c.index is None else quantity(c.index),
                     None if c.extra is None else quantity(c.extra),
+                    f"child {c.rv.name} of {rv.name}",
                 )
             )
         self._fn = None
@@ -548,14 +608,17 @@ class _Updater:
             self._fn = model.compile_fn(self._outs, inputs=model.value_vars, point_fn=True, **ck)
 
     # sufficient statistics of one child, summed to the shape of the parameter
-    def _child_stats(self, kind, x, base_shape, orders, extra):
+    def _child_stats(self, kind, x, base_shape, orders, extra, what):
         eshape = _expanded_shape(base_shape, orders)
         x = np.asarray(x)
+        if kind is not NormalRV and kind is not CategoricalRV:
+            _check_support(kind, x, extra, what)
         if kind is CategoricalRV:
             k = eshape[-1]
             bshape = eshape[:-1]
             if x.size and (x.min() < 0 or x.max() >= k):
-                raise ValueError(f"categorical record outside 0..{k - 1}")
+                bad = _first_bad(x, (x >= 0) & (x < k))
+                raise ValueError(f"{what} (Categorical) must be in 0..{k - 1}, got {bad!r}")
             ncell = int(np.prod(bshape))
             if ncell == 1:
                 counts = np.bincount(x.ravel(), minlength=k).astype(np.float64)
@@ -572,6 +635,7 @@ class _Updater:
             n = np.broadcast_to(np.asarray(extra, dtype=np.float64), x.shape)
             return s, sum_to_shape(n, eshape).reshape(base_shape)
         if kind is NormalRV:
+            _check_positive(extra, f"sigma of {what}")
             w = 1.0 / np.square(np.asarray(extra, dtype=np.float64))
             if w.size == 1:
                 w = w.reshape(())
@@ -596,21 +660,45 @@ class _Updater:
         out = np.bincount(flat, weights=np.reshape(stat, -1), minlength=n0 * r)
         return out.reshape(self.shape)
 
+    def _check_hyper(self, hyper):
+        """ValueError naming the prior parameter unless the hyperparameters are valid: Beta,
+        Gamma and Dirichlet parameters and the Normal sigma finite and > 0, Normal mu finite."""
+        names = _HYPER_NAMES[self.family]
+        if self.family == "normal":
+            mu = hyper[0]
+            if mu.size and not np.isfinite(mu.sum()):
+                bad = _first_bad(mu, np.isfinite(mu))
+                raise ValueError(f"prior parameter mu of {self.name} must be finite, got {bad!r}")
+            hyper = hyper[1:]
+            names = names[1:]
+        elif self.family == "gamma":  # the op carries scale = 1 / beta; report beta
+            scale = hyper[1]
+            if scale.size and not (scale.min() > 0.0 and scale.max() < np.inf):
+                with np.errstate(divide="ignore"):
+                    rate = 1.0 / scale
+                _check_positive(rate, f"prior parameter beta of {self.name}")
+                _check_positive(scale, f"prior parameter beta of {self.name}")  # NaN
+            hyper = hyper[:1]
+        for value, name in zip(hyper, names, strict=False):
+            _check_positive(value, f"prior parameter {name} of {self.name}")
+
     def draw(self, point, rng):
         compiled = self._fn(point) if self._fn is not None else None
         hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
+        self._check_hyper(hyper)
         nstat = 1 if self.family == "dirichlet" else 2
         totals = [np.zeros(self.shape) for _ in range(nstat)]
-        for kind, xq, orders, iq, eq in self.children:
+        for kind, xq, orders, iq, eq, what in self.children:
             x = xq.get(point, compiled)
             extra = None if eq is None else eq.get(point, compiled)
             if iq is None:
-                stats = self._child_stats(kind, x, self.shape, orders, extra)
+                stats = self._child_stats(kind, x, self.shape, orders, extra, what)
             else:
                 idx = np.asarray(iq.get(point, compiled))
                 base = idx.shape + self.shape[1:]
                 stats = [
-                    self._scatter(st, idx) for st in self._child_stats(kind, x, base, orders, extra)
+                    self._scatter(st, idx)
+                    for st in self._child_stats(kind, x, base, orders, extra, what)
                 ]
             for total, st in zip(totals, stats, strict=True):
                 total += st
@@ -653,6 +741,7 @@ class _RegressionUpdater:
         self.shape = tuple(int(s) for s in rv.type.shape)
         p = int(np.prod(self.shape))
         f64 = "float64"
+        self._sigmas = []  # (description, graph) of every standard deviation used
         node = rv.owner
         if isinstance(node.op, MvNormalRV):
             mu0, cov0 = node.op.dist_params(node)
@@ -667,20 +756,30 @@ class _RegressionUpdater:
             tau0 = pt.reciprocal(pt.sqr(sd0))
             prec = pt.diag(tau0)
             h = tau0 * mu0
+            self._sigmas.append((f"prior parameter sigma of {rv.name}", sd0))
         for c in plan.children:
             y = pt.as_tensor(c.rv).astype(f64)
             jac = pt.broadcast_to(c.jac.astype(f64), (*y.shape, p)).reshape((-1, p))
             r = y if c.offset is None else y - c.offset.astype(f64)
             r = pt.broadcast_to(r, y.shape).reshape((-1,))
+            self._sigmas.append(
+                (f"sigma of child {c.rv.name} of {rv.name}", pt.as_tensor(c.extra).astype(f64))
+            )
             w = pt.reciprocal(pt.sqr(pt.as_tensor(c.extra).astype(f64)))
             w = pt.broadcast_to(w, y.shape).reshape((-1,))
             jw = jac * w[:, None]
             prec = prec + (jw[:, :, None] * jac[:, None, :]).sum(axis=0)
             h = h + (jw * r[:, None]).sum(axis=0)
-        outs = model.replace_rvs_by_values([prec, h])
+        # one output flags, per standard deviation, "all entries finite and > 0"
+        flags = pt.stack([pt.all((s > 0) & (s < np.inf)) for _, s in self._sigmas])
+        outs = model.replace_rvs_by_values([prec, h, flags, *(g for _, g in self._sigmas)])
+        self._sigmas = [(what, g) for (what, _), g in zip(self._sigmas, outs[3:], strict=True)]
+        outs = outs[:3]
+        self._sigma_fns = {}  # compiled on the first invalid sigma, for the message
         value_vars = set(model.value_vars)
         inputs = [v for v in graph_inputs(outs) if v in value_vars]
         self._names = [v.name for v in inputs]
+        self._inputs = inputs
         self._dtypes = [np.dtype(v.dtype) for v in inputs]
         ck = dict(compile_kwargs or {})
         ck.setdefault("on_unused_input", "ignore")
@@ -694,11 +793,24 @@ class _RegressionUpdater:
             if type(value) is not np.ndarray or value.dtype != dtype:
                 value = np.asarray(value, dtype=dtype)
             args.append(value)
-        prec, h = self._fn(*args)  # fresh contiguous float64 arrays
+        prec, h, flags = self._fn(*args)  # fresh contiguous float64 arrays
+        if not flags.all():
+            self._raise_bad_sigma(flags, args)
         theta = _precision_draw(prec, h, rng.standard_normal(h.shape[0]))
         if theta.size and not theta[0] == theta[0]:  # the kernel returns NaNs if P is not PD
             draw_mvnormal_precision(rng, prec, h)  # raises ValueError with the reason
         return theta.reshape(self.shape)
+
+    def _raise_bad_sigma(self, flags, args):
+        """ValueError naming the first invalid standard deviation and its offending value."""
+        i = int(np.flatnonzero(~flags)[0])
+        what, graph = self._sigmas[i]
+        if i not in self._sigma_fns:
+            self._sigma_fns[i] = pytensor.function(
+                self._inputs, graph, mode=_PY_MODE, on_unused_input="ignore"
+            )
+        _check_positive(self._sigma_fns[i](*args), what)
+        raise ValueError(f"{what} must be finite and > 0")  # unreachable in practice
 
 
 class ConjugateGibbs(BlockedStep):

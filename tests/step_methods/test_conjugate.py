@@ -669,3 +669,183 @@ def test_assignment_without_model_context():
         "ConjugateGibbs": ["p_logodds__"],
         "DataAugmentation": ["x"],
     }
+
+
+# ---- validation of values: invalid sigmas, hyperparameters and records raise ValueError ---------
+def _bad_value_cases():
+    """(label, model builder returning (model, parameter), expected message regex)."""
+    ones = np.ones(4)
+
+    def normal_child(sigma):
+        def build():
+            with pm.Model() as m:
+                t = pm.Normal("t", 0.0, 1.0)
+                pm.Normal("x", t, sigma, observed=ones)
+            return m, t
+
+        return build
+
+    def normal_prior(mu, sigma):
+        def build():
+            with pm.Model() as m:
+                t = pm.Normal("t", pm.Data("m0", mu), pm.Data("s0", sigma))
+                pm.Normal("x", t, 1.0, observed=ones)
+            return m, t
+
+        return build
+
+    def regression(prior_sd, sigma):
+        def build():
+            with pm.Model() as m:
+                b = pm.Normal("b", 0.0, pm.Data("s0", prior_sd), shape=2)
+                pm.Normal("y", b[0] + np.arange(4.0) * b[1], pm.Data("sy", sigma), observed=ones)
+            return m, b
+
+        return build
+
+    def beta_prior(a, b, child="bern", obs=(1, 0, 1), n=3):
+        def build():
+            with pm.Model() as m:
+                p = pm.Beta("p", pm.Data("a", a), pm.Data("b", b))
+                if child == "bern":
+                    pm.Bernoulli("x", p, observed=np.array(obs))
+                else:
+                    pm.Binomial("x", n, p, observed=np.array(obs))
+            return m, p
+
+        return build
+
+    def gamma_prior(alpha, beta, obs=(1, 2, 3)):
+        def build():
+            with pm.Model() as m:
+                lam = pm.Gamma("lam", pm.Data("al", alpha), pm.Data("be", beta))
+                pm.Poisson("x", lam, observed=np.array(obs))
+            return m, lam
+
+        return build
+
+    def dirichlet_prior(a, obs=(0, 1, 2)):
+        def build():
+            with pm.Model() as m:
+                th = pm.Dirichlet("th", pm.Data("a", np.asarray(a, dtype=float), shape=(3,)))
+                pm.Categorical("x", th, observed=np.array(obs))
+            return m, th
+
+        return build
+
+    child_sigma = "sigma of child x of t must be finite and > 0"
+    return [
+        ("normal child sigma 0", normal_child(0.0), child_sigma + ", got 0.0"),
+        ("normal child sigma < 0", normal_child(-1.0), child_sigma + ", got -1.0"),
+        ("normal child sigma nan", normal_child(np.nan), child_sigma + ", got nan"),
+        ("normal child sigma inf", normal_child(np.array([1.0, 1.0, np.inf, 1.0])), child_sigma),
+        ("normal prior sigma < 0", normal_prior(0.0, -2.0), "prior parameter sigma of t .*-2.0"),
+        ("normal prior sigma 0", normal_prior(0.0, 0.0), "prior parameter sigma of t .*0.0"),
+        ("normal prior mu inf", normal_prior(np.inf, 1.0), "prior parameter mu of t .*finite"),
+        ("regression prior sd < 0", regression(-1.0, 1.0), "prior parameter sigma of b .*-1.0"),
+        ("regression sigma < 0", regression(1.0, -0.5), "sigma of child y of b .*-0.5"),
+        (
+            "regression sigma 0 in a vector",
+            regression(1.0, np.array([1.0, 0.0, 1.0, 1.0])),
+            "sigma of child y of b must be finite and > 0, got 0.0",
+        ),
+        ("beta alpha 0", beta_prior(0.0, 1.0), "prior parameter alpha of p .*0.0"),
+        ("beta beta < 0", beta_prior(1.0, -1.0), "prior parameter beta of p .*-1.0"),
+        ("gamma alpha < 0", gamma_prior(-1.0, 1.0), "prior parameter alpha of lam .*-1.0"),
+        ("gamma beta 0", gamma_prior(1.0, 0.0), "prior parameter beta of lam .*0.0"),
+        ("gamma beta < 0", gamma_prior(1.0, -2.0), "prior parameter beta of lam .*-2.0"),
+        ("dirichlet a 0", dirichlet_prior([1.0, 0.0, 1.0]), "prior parameter a of th .*0.0"),
+        (
+            "bernoulli 2",
+            beta_prior(1.0, 1.0, obs=(1, 2, 0)),
+            r"child x of p \(Bernoulli\) must be 0 or 1, got 2",
+        ),
+        (
+            "bernoulli -1",
+            beta_prior(1.0, 1.0, obs=(1, -1, 0)),
+            r"child x of p \(Bernoulli\) must be 0 or 1, got -1",
+        ),
+        (
+            "binomial > n",
+            beta_prior(1.0, 1.0, "binom", obs=(1, 4, 0), n=3),
+            r"child x of p \(Binomial\) must be in 0..n, got 4 with n = 3",
+        ),
+        (
+            "binomial < 0",
+            beta_prior(1.0, 1.0, "binom", obs=(1, -1, 0), n=3),
+            r"child x of p \(Binomial\) must be in 0..n, got -1",
+        ),
+        (
+            "poisson < 0",
+            gamma_prior(1.0, 1.0, obs=(1, -3, 0)),
+            r"child x of lam \(Poisson\) must be >= 0, got -3",
+        ),
+        (
+            "categorical K",
+            dirichlet_prior([1.0, 1.0, 1.0], obs=(0, 3, 1)),
+            r"child x of th \(Categorical\) must be in 0..2, got 3",
+        ),
+        (
+            "categorical < 0",
+            dirichlet_prior([1.0, 1.0, 1.0], obs=(0, -1, 1)),
+            r"child x of th \(Categorical\) must be in 0..2, got -1",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("build", "msg"), [c[1:] for c in _bad_value_cases()], ids=[c[0] for c in _bad_value_cases()]
+)
+def test_invalid_values_raise_naming_the_variable(build, msg):
+    m, rv = build()
+    step = ConjugateGibbs([rv], model=m, rng=0)
+    with pytest.raises(ValueError, match=msg):
+        step.step(m.initial_point())
+
+
+def test_invalid_values_negative_controls():
+    """The same models with valid values step without error and give finite draws (so the
+    checks above fire on the invalid value, not on the structure)."""
+    with pm.Model() as m:
+        t = pm.Normal("t", 0.0, pm.Data("s0", 1.0))
+        sy = pm.Data("sy", 1.0)
+        pm.Normal("x", t, sy, observed=np.ones(4))
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Normal("y", b[0] + np.arange(4.0) * b[1], sy, observed=np.ones(4))
+        p = pm.Beta("p", 1.0, 1.0)
+        pm.Binomial("xb", 3, p, observed=np.array([0, 3, 1]))
+        pm.Bernoulli("xbe", p, observed=np.array([0, 1]))
+        lam = pm.Gamma("lam", 1.0, 1.0)
+        pm.Poisson("xp", lam, observed=np.array([0, 5]))
+        th = pm.Dirichlet("th", np.ones(3))
+        pm.Categorical("xc", th, observed=np.array([0, 2]))
+    step = ConjugateGibbs([t, b, p, lam, th], model=m, rng=0)
+    point, _ = step.step(m.initial_point())
+    assert all(np.all(np.isfinite(v)) for v in point.values())
+    # a value changed at run time (shared data) is checked at the next step, then valid again
+    with m:
+        pm.set_data({"sy": -1.0})
+    with pytest.raises(ValueError, match=r"sigma of child x of t .*-1.0"):
+        step.step(point)
+    with m:
+        pm.set_data({"sy": 2.0})
+    point, _ = step.step(point)
+    assert all(np.all(np.isfinite(v)) for v in point.values())
+
+
+def test_invalid_sigma_from_a_free_variable_is_named(rng):
+    """sigma is the current value of another (untransformed) free variable."""
+    with pm.Model() as m:
+        t = pm.Normal("t", 0.0, 1.0)
+        s = pm.Normal("s", 1.0, 1.0)
+        pm.Normal("x", t, s, observed=np.ones(3))
+        b = pm.Normal("b", 0.0, 1.0, shape=2)
+        pm.Normal("y", b[0] + np.arange(3.0) * b[1], s, observed=np.ones(3))
+    point = m.initial_point()
+    point["s"] = np.array(-0.25)
+    for rv, msg in [(t, "sigma of child x of t .*-0.25"), (b, "sigma of child y of b .*-0.25")]:
+        step = ConjugateGibbs([rv], model=m, rng=rng)
+        with pytest.raises(ValueError, match=msg):
+            step.step(point)
+        point_ok = dict(point, s=np.array(0.25))
+        assert np.all(np.isfinite(step.step(point_ok)[0][step.vars[0].name]))
