@@ -837,6 +837,13 @@ class ConjugateGibbs(BlockedStep):
     transformed value is finite (see :func:`pymc_dp.kernels.conjugate.draw_beta`). A regression
     coefficient costs one call of a small compiled function (about 6 us for 100 records and 3
     coefficients) and a ``p x p`` Cholesky; it is compiled once, when the step is built.
+
+    Every draw first checks, vectorised (a few numpy reductions), the values it is given and
+    raises ``ValueError`` naming the offending child or prior parameter: standard deviations
+    (children's ``sigma``, the prior's ``sigma``, regression included) and Beta / Gamma /
+    Dirichlet hyperparameters must be finite and > 0, a Normal prior mean finite, and the
+    children's values in their support (Bernoulli 0 or 1, Binomial ``0..n``, Poisson ``>= 0``,
+    Categorical ``0..K-1``).
     """
 
     name = "conjugate_gibbs"

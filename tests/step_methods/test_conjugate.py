@@ -776,6 +776,11 @@ def _bad_value_cases():
             r"child x of p \(Binomial\) must be in 0..n, got -1",
         ),
         (
+            "binomial > per-record n",
+            beta_prior(1.0, 1.0, "binom", obs=(1, 2, 0), n=np.array([3, 1, 2])),
+            r"child x of p \(Binomial\) must be in 0..n, got 2 with n = 1",
+        ),
+        (
             "poisson < 0",
             gamma_prior(1.0, 1.0, obs=(1, -3, 0)),
             r"child x of lam \(Poisson\) must be >= 0, got -3",
@@ -849,3 +854,16 @@ def test_invalid_sigma_from_a_free_variable_is_named(rng):
             step.step(point)
         point_ok = dict(point, s=np.array(0.25))
         assert np.all(np.isfinite(step.step(point_ok)[0][step.vars[0].name]))
+
+
+def test_support_check_of_float_records():
+    """Float records (e.g. a latent stored as float) must be integer-valued; NaN fails too."""
+    from pytensor.tensor.random.basic import BernoulliRV, PoissonRV
+
+    from pymc_dp.step_methods.conjugate import _check_support
+
+    _check_support(PoissonRV, np.array([0.0, 4.0]), None, "child x of lam")  # valid: no error
+    with pytest.raises(ValueError, match=r"child x of p has a non-integer value 0\.5"):
+        _check_support(BernoulliRV, np.array([1.0, 0.5]), None, "child x of p")
+    with pytest.raises(ValueError, match="child x of lam has a non-integer value nan"):
+        _check_support(PoissonRV, np.array([1.0, np.nan]), None, "child x of lam")
