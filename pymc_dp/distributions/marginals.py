@@ -56,6 +56,15 @@ At run time the sum ``B`` of the two bounds is checked against the computed part
 ``S``: ``log B - log S <= log(1e-12)``, so the relative error of ``p(z)`` is at most 1e-12.
 Where the check fails, the log-likelihood is ``-inf``: never a silently wrong number
 (``tests/distributions/test_marginals.py`` forces failures with a narrow window).
+
+Parameter checks
+----------------
+Every built-in marginal applies the base distribution's own parameter conditions (those of
+its PyMC logp, e.g. ``0 <= p <= 1``, ``sigma > 0``, ``mu >= 0``) to the raw parameters with
+``check_parameters``: ``pm.logp`` raises ``ParameterValueError`` and a model's logp is
+``-inf`` on invalid parameters, as for PyMC's own distributions. Invalid parameters are
+replaced by a valid placeholder inside the closed forms, so the discarded branch (and the
+gradient) stays finite.
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ from collections.abc import Callable
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Distribution
 from pytensor.gradient import zero_grad
 from pytensor.graph.basic import Constant
@@ -254,6 +264,61 @@ def _grid_axis(k, ndim):
     return k.reshape((-1,) + (1,) * ndim)
 
 
+def _parameter_conditions(base_rv):
+    """``(conditions, msg)``: the base distribution's own checks on its raw parameters.
+
+    The same conditions as the base's PyMC logp (plus a finite Poisson rate, where the closed
+    form would be NaN), evaluated on the parameters as given, before any clipping below.
+    """
+    name = type(base_rv.owner.op).__name__
+    params = [pt.as_tensor_variable(q) for q in _params(base_rv)]
+    if name == "BernoulliRV":
+        (p,) = params
+        return [p >= 0, p <= 1], "0 <= p <= 1"
+    if name == "BinomialRV":
+        n, p = params
+        return [n >= 0, p >= 0, p <= 1], "n >= 0, 0 <= p <= 1"
+    if name == "CategoricalRV":
+        (p,) = params
+        return [p >= 0, p <= 1, pt.isclose(pt.sum(p, axis=-1), 1)], "0 <= p <= 1, sum(p) = 1"
+    if name == "DiscreteUniformRV":
+        lower, upper = params
+        return [lower <= upper], "lower <= upper"
+    if name == "BetaBinomialRV":
+        n, alpha, beta = params
+        return [n >= 0, alpha > 0, beta > 0], "n >= 0, alpha > 0, beta > 0"
+    if name == "PoissonRV":
+        (mu,) = params
+        return [mu >= 0, pt.isfinite(mu)], "mu >= 0, finite"
+    if name == "NegBinomialRV":
+        n, p = params
+        return [n > 0, p >= 0, p <= 1], "0 <= p <= 1, n > 0"
+    if name == "NormalRV":
+        _, sigma = params
+        return [sigma > 0], "sigma > 0"
+    return [], ""
+
+
+def _check_base_parameters(logp, base_rv):
+    """``logp`` wrapped in the base's own parameter checks (:func:`_parameter_conditions`).
+
+    As for PyMC's own distributions, ``pm.logp(...).eval()`` raises ``ParameterValueError``
+    on invalid base parameters and a model's logp is ``-inf`` there (the check becomes a
+    switch on the output, so a finite unused branch keeps the gradient finite).
+    """
+    conditions, msg = _parameter_conditions(base_rv)
+    if not conditions:
+        return logp
+    return check_parameters(logp, *conditions, msg=msg)
+
+
+def _valid_or(x, ok, fallback):
+    """``x`` where ``ok``, else ``fallback``: keeps an invalid parameter out of a closed form
+    (whose value is then discarded by the check) so its gradient stays finite."""
+    x = pt.as_tensor_variable(x)
+    return pt.switch(ok, x, pt.as_tensor(np.float64(fallback)).astype(x.dtype))
+
+
 # ---------------------------------------------------------------------------------------------
 # closed forms
 
@@ -279,38 +344,45 @@ def _on_unique_values(value, mu, fn):
 def poisson_geometric(value, base_rv, mechanism):
     """Poisson + two-sided geometric noise: closed form, see :mod:`.marginal_poisson`."""
     (mu,) = _params(base_rv)
+    mu = _valid_or(mu, (mu >= 0) & pt.isfinite(mu), 1.0)
     a = -float(mechanism.log_alpha)
     logc = math.log(math.tanh(a / 2.0))
     value = pt.as_tensor_variable(value)
     lp = _on_unique_values(
         value, mu, lambda v, m: marginal_poisson.poisson_two_sided_exp_logp(v, m, a, logc)
     )
-    if value.dtype.startswith(("int", "uint")):
-        return lp
-    return pt.switch(pt.eq(value, pt.floor(value)), lp, -np.inf)
+    if not value.dtype.startswith(("int", "uint")):
+        lp = pt.switch(pt.eq(value, pt.floor(value)), lp, -np.inf)
+    return _check_base_parameters(lp, base_rv)
 
 
 def poisson_laplace(value, base_rv, mechanism):
     """Poisson + Laplace noise: closed form, see :mod:`.marginal_poisson`."""
     (mu,) = _params(base_rv)
+    mu = _valid_or(mu, (mu >= 0) & pt.isfinite(mu), 1.0)
     b = float(mechanism.scale)
-    return _on_unique_values(
+    lp = _on_unique_values(
         pt.as_tensor_variable(value),
         mu,
         lambda v, m: marginal_poisson.poisson_two_sided_exp_logp(v, m, 1.0 / b, -math.log(2.0 * b)),
     )
+    return _check_base_parameters(lp, base_rv)
 
 
 def normal_laplace(value, base_rv, mechanism):
     """Normal + Laplace noise: closed form, see :mod:`.marginal_normal`."""
     mu, sigma = _params(base_rv)
-    return marginal_normal.normal_laplace_logp(value, mu, sigma, np.float64(mechanism.scale))
+    sigma = _valid_or(sigma, sigma > 0, 1.0)
+    lp = marginal_normal.normal_laplace_logp(value, mu, sigma, np.float64(mechanism.scale))
+    return _check_base_parameters(lp, base_rv)
 
 
 def normal_gaussian(value, base_rv, mechanism):
     """Normal + Gaussian noise: a Normal with variance ``sigma^2 + s^2``."""
     mu, sigma = _params(base_rv)
-    return marginal_normal.normal_gaussian_logp(value, mu, sigma, np.float64(mechanism.sigma))
+    sigma = _valid_or(sigma, sigma > 0, 1.0)
+    lp = marginal_normal.normal_gaussian_logp(value, mu, sigma, np.float64(mechanism.sigma))
+    return _check_base_parameters(lp, base_rv)
 
 
 def dirac_noise(value, base_rv, mechanism):
@@ -369,6 +441,9 @@ def finite_support_marginal(value, base_rv, mechanism):
     Costs ``len(support)`` evaluations per record.
     """
     lo, hi = _finite_support(base_rv)
+    # invalid parameters (n < 0, lower > upper) must not ask for a negative-length grid
+    hi = pt.maximum(hi, lo)
+    checked_rv = base_rv
     base_rv = _clip_probabilities(base_rv)
     value = pt.as_tensor_variable(value)
     ndim = value.ndim
@@ -377,7 +452,7 @@ def finite_support_marginal(value, base_rv, mechanism):
     k = pt.broadcast_to(k, (k.shape[0], *value.shape))
     base_lp = pm.logp(base_rv, k, warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - k)
-    return safe_logsumexp(base_lp + noise_lp, axis=0)
+    return _check_base_parameters(safe_logsumexp(base_lp + noise_lp, axis=0), checked_rv)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -482,7 +557,7 @@ def truncated_sum_marginal(value, base_rv, mechanism):
     )
     bound = pt.logaddexp(upper, lower)
     ok = zero_grad(bound - lse) <= np.float64(math.log(TAIL_TOL))
-    return pt.switch(ok, lse, -np.inf)
+    return _check_base_parameters(pt.switch(ok, lse, -np.inf), base_rv)
 
 
 # ---------------------------------------------------------------------------------------------

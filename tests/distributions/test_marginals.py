@@ -410,6 +410,9 @@ def test_unsupported_pair_names_the_pair_and_alternatives():
     with pytest.raises(NotImplementedError, match=r"Gamma with laplace noise.*marginalize=False"):
         Privatized.dist(pm.Gamma.dist(2.0, 1.0), Laplace(scale=1.0))
     with pytest.raises(NotImplementedError, match="Release"):
+        Privatized.dist(pm.Geometric.dist(0.5), Geometric(epsilon=1.0))
+    # a continuous base under an integer mechanism is refused earlier, by the input checks
+    with pytest.raises(TypeError, match="integer noise to integer values"):
         Privatized.dist(pm.Normal.dist(), Geometric(epsilon=1.0))
 
 
@@ -458,3 +461,86 @@ def test_poisson_table_path_equals_elementwise_path():
     slow = [poisson_two_sided_exp_logp_numpy(z[i : i + 1], 6.0, a, logc) for i in range(50)]
     np.testing.assert_array_equal(fast[:50], [s[0][0] for s in slow])
     np.testing.assert_array_equal(dfast[:50], [s[1][0] for s in slow])
+
+
+# ---------------------------------------------------------------------------------------------
+# the base distribution's own parameter checks
+
+
+def _invalid_base_cases():
+    lap, geo = Laplace(scale=1.0), Geometric(epsilon=1.0)
+    bad_simplex = pytensor.shared(np.array([0.5, -0.1, 0.6]))  # symbolic: skips the eager check
+    return {
+        "bernoulli_p_above_1": (pm.Bernoulli.dist(1.5), lap, "0 <= p <= 1"),
+        "bernoulli_p_below_0": (pm.Bernoulli.dist(-0.5), geo, "0 <= p <= 1"),
+        "binomial_negative_n": (pm.Binomial.dist(n=-3, p=0.5), lap, "n >= 0"),
+        "binomial_p_above_1": (pm.Binomial.dist(n=3, p=1.5), lap, "p <= 1"),
+        "categorical_negative_p": (pm.Categorical.dist(p=bad_simplex), lap, "p"),
+        "discrete_uniform_lower_above_upper": (pm.DiscreteUniform.dist(3, 1), lap, "lower"),
+        "beta_binomial_negative_alpha": (pm.BetaBinomial.dist(-1.0, 1.0, 3), lap, "alpha > 0"),
+        "beta_binomial_negative_n": (pm.BetaBinomial.dist(1.0, 1.0, -3), lap, "n >= 0"),
+        "normal_laplace_negative_sigma": (pm.Normal.dist(0.0, -1.0), lap, "sigma > 0"),
+        "normal_gaussian_negative_sigma": (pm.Normal.dist(0.0, -1.0), Gaussian(sigma=1.0), "sigma"),
+        "poisson_geometric_negative_mu": (pm.Poisson.dist(-1.0), geo, "mu >= 0"),
+        "poisson_laplace_nan_mu": (pm.Poisson.dist(np.nan), lap, "mu >= 0"),
+        "poisson_laplace_inf_mu": (pm.Poisson.dist(np.inf), lap, "finite"),
+        "poisson_discrete_gaussian_negative_mu": (
+            pm.Poisson.dist(-1.0),
+            DiscreteGaussian(sigma=1.0),
+            "mu >= 0",
+        ),
+        "negative_binomial_negative_n": (pm.NegativeBinomial.dist(n=-1.0, p=0.5), lap, "n > 0"),
+        "negative_binomial_p_above_1": (pm.NegativeBinomial.dist(n=1.0, p=1.5), geo, "p <= 1"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_invalid_base_cases()))
+def test_invalid_base_parameters_raise_like_pymc(case):
+    """Invalid base parameters raise ParameterValueError, as PyMC's own logp does (the
+    closed forms and the clipped finite sums used to return a finite number or NaN)."""
+    base, mech, msg = _invalid_base_cases()[case]
+    with pytest.raises(pm.logprob.utils.ParameterValueError, match=msg):
+        pm.logp(Privatized.dist(base, mech), 1.0).eval()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: pm.Bernoulli.dist(1.0),  # the boundary values are valid
+        lambda: pm.Binomial.dist(n=0, p=0.0),
+        lambda: pm.Normal.dist(0.0, 1e-300),
+        lambda: pm.Poisson.dist(0.0),
+        lambda: pm.DiscreteUniform.dist(2, 2),
+    ],
+)
+def test_valid_boundary_base_parameters_stay_finite(make):
+    lp = pm.logp(Privatized.dist(make(), Laplace(scale=1.0)), 1.0).eval()
+    assert np.isfinite(lp)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: (pm.Normal.dist(0.0, x), Laplace(scale=1.0), np.array([0.3, -2.0]), [-1.0]),
+        lambda x: (pm.Normal.dist(0.0, x), Gaussian(sigma=1.0), np.array([0.3, -2.0]), [-1.0]),
+        lambda x: (pm.Poisson.dist(x), Geometric(epsilon=1.0), np.array([0.0, 3.0]), [-1.0]),
+        # 100 equal values: the closed form runs on the unique values
+        lambda x: (pm.Poisson.dist(x), Laplace(scale=1.0), np.full(100, 2.0), [-1.0]),
+        lambda x: (pm.Bernoulli.dist(x), Laplace(scale=1.0), np.array([0.3, 2.0]), [-1.0, 1.5]),
+        lambda x: (pm.Binomial.dist(5, x), Geometric(epsilon=1.0), np.array([1, 7]), [-1.0, 1.5]),
+    ],
+)
+def test_invalid_base_parameters_give_minus_inf_in_a_model(build):
+    """Inside a model the check becomes ``-inf`` with a finite gradient; valid points are
+    unchanged (negative control: a valid parameter gives a finite logp)."""
+    with pm.Model() as model:
+        x = pm.Flat("x")
+        base, mech, z, bads = build(x)
+        Privatized("z", base, mech, observed=z)
+    f = model.compile_fn([model.logp(), model.dlogp()], point_fn=False)
+    for bad in bads:
+        lp, g = f(np.float64(bad))
+        assert lp == -np.inf, bad
+        assert np.isfinite(g).all(), (bad, g)
+    lp, g = f(np.float64(0.4))
+    assert np.isfinite(lp) and np.isfinite(g).all()
