@@ -503,8 +503,9 @@ class DataAugmentation(BlockedStep):
         prop_fn = compile(model.value_vars, prop_vals, on_unused_input="ignore", **ck)
         rows_fn = compile(model.value_vars, pt.stack(row_terms), on_unused_input="ignore", **ck)
         _reseed(prop_fn, np.random.default_rng(12345))
+        cur = [args[p_] for p_ in pos]
         try:
-            draws = [[np.array(r) for r in prop_fn(*args)] for _ in range(2)]
+            alt, changed = _differing_records(lambda: [np.array(r) for r in prop_fn(*args)], cur, n)
         except Exception as err:
             raise ValueError(
                 f"record variable(s) [{label}] cannot be forward-sampled given their parents, "
@@ -517,7 +518,7 @@ class DataAugmentation(BlockedStep):
                 a[p_] = r
             return np.asarray(rows_fn(*a), dtype=np.float64)
 
-        _check_rows(rows_at, draws, n, label)
+        _check_rows(rows_at, cur, alt, changed, n, label)
 
         mechs = [r.owner.op.mechanism for r in releases]
         sizes = [int(np.prod(np.shape(extract_obs_data(model.rvs_to_values[r])))) for r in releases]
@@ -731,9 +732,18 @@ class DataAugmentation(BlockedStep):
                 a[p] = r
             return [np.asarray(o, dtype=np.float64) for o in check(*a)]
 
-        # 1. additivity: T - sum_i t_i is the same constant at three record configurations
+        # 1. additivity: D(x) = T(x) - sum_i t(x_i) is the same constant at the current records,
+        # at two draws, and at configurations built from records that (really) differ from the
+        # current ones: all records changed, each of up to 16 records changed alone, and random
+        # halves changed. Sparse records (Bernoulli(0.01)) rarely change in a draw, so the
+        # changed records are searched for (further draws, then a neighbouring discrete value);
+        # a record that cannot be changed makes the check inconclusive: generic path.
+        cur = [args[p] for p in pos]
+        alt, changed = _differing_records(lambda: proposer.draw(args, check_rng), cur, n)
+        if not changed.all():
+            return False, None
         consts = []
-        for recs in ([args[p] for p in pos], *draws):
+        for recs in (cur, *draws, *_mixtures(cur, alt, n, check_rng)):
             T, tsum, _ = at(recs)
             if T.shape != tsum.shape:
                 return False, None
@@ -747,7 +757,7 @@ class DataAugmentation(BlockedStep):
         const = np.ascontiguousarray(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
 
         # 2. conditional independence: changing record j changes only row j of the terms
-        _check_rows(lambda recs: at(recs)[2], draws, n, label)
+        _check_rows(lambda recs: at(recs)[2], cur, alt, changed, n, label)
         extras = {"proposer": proposer, "const": const, "free_T": bool(free_inputs)}
         return True, (fn, has_extra, extras)
 
@@ -879,33 +889,98 @@ class DataAugmentation(BlockedStep):
         return (update_stats,)
 
 
-def _check_rows(rows_at, draws, n, label) -> None:
-    """Raise unless changing one record changes only that record's log-density terms."""
-    a_recs, b_recs = draws
-    base = rows_at(a_recs)
-    differ = np.flatnonzero(
-        np.any(
-            np.stack(
-                [
-                    np.reshape(a != b, (n, -1)).any(axis=1)
-                    for a, b in zip(a_recs, b_recs, strict=True)
-                ]
-            ),
-            axis=0,
+def _record_differs(a, b, n) -> np.ndarray:
+    """Boolean (n,): whether record i (row i of every array) differs between ``a`` and ``b``."""
+    out = np.zeros(n, dtype=bool)
+    for x, y in zip(a, b, strict=True):
+        out |= np.reshape(x != y, (n, -1)).any(axis=1)
+    return out
+
+
+def _differing_records(draw, cur, n, tries=8):
+    """Records that differ from the current ones ``cur`` in as many records as possible.
+
+    Starts from a draw of ``draw()`` (a list of arrays, one per record variable); a record equal
+    to its current value is replaced, jointly across the variables, by its value in the first of
+    up to ``tries - 1`` further draws where it differs. Discrete records that are still equal
+    (sparse supports: Bernoulli(0.01) draws are nearly all 0) move to a neighbouring value
+    (``v - 1`` for ``v >= 1``, else ``v + 1``; booleans are negated). Returns the records and
+    the boolean (n,) mask of records that differ; continuous records that never change (a
+    degenerate distribution) stay unchanged and are reported as such.
+    """
+    alt = [np.array(a, copy=True) for a in draw()]
+    changed = _record_differs(alt, cur, n)
+    for _ in range(tries - 1):
+        if changed.all():
+            break
+        d = draw()
+        new = _record_differs(d, cur, n) & ~changed
+        for a, x in zip(alt, d, strict=True):
+            a[new] = x[new]
+        changed |= new
+    if not changed.all():
+        keep = ~changed
+        for a, c in zip(alt, cur, strict=True):
+            if a.dtype == np.bool_:
+                a[keep] = ~c[keep]
+            elif np.issubdtype(a.dtype, np.integer):
+                v = c[keep]
+                a[keep] = np.where(v >= 1, v - 1, v + 1)
+        changed = _record_differs(alt, cur, n)
+    return alt, changed
+
+
+def _mixtures(cur, alt, n, rng, singles=16, halves=4):
+    """Configurations mixing ``cur`` and ``alt`` record-wise: all of ``alt``; ``cur`` with one
+    record from ``alt`` (every record when ``n <= singles``, else ``singles`` random ones
+    including the first and the last); ``halves`` random halves of the records from ``alt``."""
+    out = [alt]
+    if n <= singles:
+        js = np.arange(n)
+    else:
+        js = np.unique(np.r_[0, n - 1, rng.choice(n, singles - 2, replace=False)])
+    for j in js:
+        rec = []
+        for c, a in zip(cur, alt, strict=True):
+            r = c.copy()
+            r[j] = a[j]
+            rec.append(r)
+        out.append(rec)
+    for _ in range(halves):
+        mask = rng.random(n) < 0.5
+        out.append([np.where(np.reshape(mask, (n,) + (1,) * (c.ndim - 1)), a, c)
+                    for c, a in zip(cur, alt, strict=True)])  # fmt: skip
+    return out
+
+
+def _check_rows(rows_at, cur, alt, changed, n, label) -> None:
+    """Raise unless changing one record changes only that record's log-density terms.
+
+    Records ``j`` of the current records ``cur`` are swapped one at a time for their values in
+    ``alt`` (records flagged in ``changed`` differ); the other records' rows must stay the same.
+    With no record that can be changed the check cannot be made, which is an error too.
+    """
+    differ = np.flatnonzero(changed)
+    if len(differ) == 0:
+        raise ValueError(
+            f"records [{label}]: no record could be changed by forward draws, so "
+            "DataAugmentation cannot check that they are conditionally independent given the "
+            "other variables (is the record distribution degenerate?)"
         )
-    )
+    base = rows_at(cur)
     picks = np.unique(np.linspace(0, len(differ) - 1, min(4, len(differ))).astype(int))
     for j in differ[picks]:
         recs = []
-        for a, b in zip(a_recs, b_recs, strict=True):
-            r = a.copy()
-            r[j] = b[j]
+        for c, a in zip(cur, alt, strict=True):
+            r = c.copy()
+            r[j] = a[j]
             recs.append(r)
         rows = rows_at(recs)
         others = np.ones(n, dtype=bool)
         others[j] = False
-        d = np.abs(rows[:, others] - base[:, others])
-        if not np.all(d <= _RTOL * (1.0 + np.abs(base[:, others]))):
+        new, old = rows[:, others], base[:, others]
+        same = (new == old) | (np.abs(new - old) <= _RTOL * (1.0 + np.abs(old)))
+        if not np.all(same):
             raise ValueError(
                 f"records [{label}] are not conditionally independent given the other "
                 f"variables: changing record {j} changes the log-density terms of other "

@@ -754,3 +754,58 @@ def test_joint_record_block_direct_and_compiled_same_law():
     print(f"KS fast vs compiled p = {p_same:.3g}; fast vs forward draws p = {p_ctrl:.3g}")
     assert p_same > 1e-6
     assert p_ctrl < 1e-6
+
+
+# --------------------------------------------------------------------------- sparse records
+def test_sparse_records_positional_statistic_not_taken_as_additive():
+    """x[:5].sum() with Bernoulli(0.01) records: records 5..9 never change in a few draws, yet
+    the statistic is not sum_i t(x_i) for the one-record contribution t(x_i) = x_i. The check
+    must see it (records are made to differ) and take the exact generic path.
+
+    Exact: the records 5..9 do not enter the statistic, so their posterior mean is 0.01; the
+    count s = x[:5].sum() has P(s | z) ∝ Binom(s; 5, 0.01) Lap(z - s; 0.5). Negative control:
+    the mean of x[5:] under the wrongly-additive kernel (about 0.07) is rejected; here 0.02.
+    """
+    with pm.Model() as model:
+        x = pm.Bernoulli("x", p=0.01, shape=10)
+        Release("z", x[:5].sum(), Laplace(scale=0.5), observed=4.0)
+        step = DataAugmentation([x], rng=np.random.default_rng(SEED))
+    assert step._blocks[0].generic
+    point = model.initial_point()
+    draws = np.empty((4000, 10))
+    for k in range(len(draws)):
+        point, _ = step.step(point)
+        draws[k] = point["x"]
+    tail = draws[:, 5:].mean(1)
+    assert mcse_check(tail, 0.01).passed
+    assert not mcse_check(tail, 0.02).passed
+    s = np.arange(6)
+    w = stats.binom.pmf(s, 5, 0.01) * np.exp(-np.abs(4.0 - s) / 0.5)
+    w /= w.sum()
+    assert mcse_check(draws[:, :5].sum(1), float(np.sum(w * s))).passed
+
+
+def test_sparse_records_true_sum_keeps_additive_path():
+    """Positive control of the check above: x.sum() with sparse records stays additive."""
+    with pm.Model():
+        x = pm.Bernoulli("x", p=0.01, shape=10)
+        Release("z", x.sum(), Laplace(scale=0.5), observed=4.0)
+        step = DataAugmentation([x], rng=1)
+    assert not step._blocks[0].generic
+
+
+@pytest.mark.parametrize("coupled", [True, False])
+def test_sparse_records_observed_child_coupling_detected(coupled):
+    """An observed child coupling neighbouring records is detected even when Bernoulli(0.01)
+    draws leave every record unchanged (the check must not pass vacuously); the uncoupled
+    child (mu = 4 x) is accepted."""
+    with pm.Model():
+        x = pm.Bernoulli("x", p=0.01, shape=10)
+        mu = 2.0 * (x + pt.roll(x, 1)) if coupled else 4.0 * x
+        pm.Normal("y", mu=mu, sigma=1.0, observed=np.full(10, 2.0))
+        Release("z", x.sum(), Laplace(scale=0.5), observed=4.0)
+        if coupled:
+            with pytest.raises(ValueError, match="not conditionally independent"):
+                DataAugmentation([x], rng=1)
+        else:
+            DataAugmentation([x], rng=1)
