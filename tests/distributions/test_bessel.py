@@ -11,7 +11,6 @@ import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.gradient import NullTypeGradError
-from scipy import stats
 from scipy.special import logsumexp
 
 from pymc_dp.distributions.bessel import Bessel, BesselRV
@@ -22,6 +21,7 @@ from pymc_dp.kernels.bessel_sampling import (
     log_poisson_real,
     sample_bessel,
 )
+from pymc_dp.testing import chisquare_gof
 from pymc_dp.testing import mpmath_log_iv as mp_log_iv
 
 mp.mp.dps = 50
@@ -45,27 +45,9 @@ def mp_bessel_logpmf(n, nu, a):
 
 
 def chi2_pvalue(draws, support, logpmf):
-    """Pearson chi-square p-value of integer draws against a pmf, tail bins pooled to E >= 5."""
-    n = draws.size
-    p = np.exp(logpmf(support))
-    assert draws.min() >= support[0] and draws.max() <= support[-1], "draws outside support"
-    counts = np.bincount(draws - support[0], minlength=support.size)
-    exp_ = n * p
-    bins_o, bins_e = [], []
-    acc_o = acc_e = 0.0
-    for o, e in zip(counts, exp_, strict=True):
-        acc_o += o
-        acc_e += e
-        if acc_e >= 5:
-            bins_o.append(acc_o)
-            bins_e.append(acc_e)
-            acc_o = acc_e = 0.0
-    bins_o[-1] += acc_o
-    bins_e[-1] += acc_e + n * (1 - p.sum())
-    bins_o = np.array(bins_o)
-    bins_e = np.array(bins_e)
-    stat = np.sum((bins_o - bins_e) ** 2 / bins_e)
-    return stats.chi2.sf(stat, bins_o.size - 1)
+    """Pearson chi-square p-value (``pymc_dp.testing.chisquare_gof``); draws must lie in support."""
+    assert support[0] <= draws.min() and draws.max() <= support[-1], "draws outside support"
+    return chisquare_gof(draws, logpmf)
 
 
 def _support(nu, a, width=40):
