@@ -171,6 +171,10 @@ def _log_erfcx_diff(u: float, h: float) -> float:
     varies on the scale ``max(1, u)``, so the rule is exact to rounding); otherwise the two
     values differ by a large factor and are subtracted directly.
     """
+    if u > 1e150:
+        # erfcx(t) = (1/(t sqrt(pi))) (1 - 1/(2t^2) + ...): the difference is
+        # h / (sqrt(pi) u (u + h)) to relative 1e-300 (the quadrature below would underflow)
+        return math.log(h) - math.log(u) - math.log(u + h) - 0.5 * math.log(math.pi)
     if h >= max(1.0, u):
         return math.log(special.erfcx(u) - special.erfcx(u + h))
     t = u + 0.5 * h * (_GL_NODES + 1.0)
@@ -190,6 +194,8 @@ def _log_delta(eps: float, ratio: float, *, upper: bool = False) -> float:
     double precision for δ to be trusted (only for absurd ε, about 1e14 and above, or
     σ/Δ beyond about 1e15 at moderate δ).
     """
+    if ratio == 0.0:  # sigma / sensitivity beyond the double range: no privacy loss
+        return -math.inf
     half = 0.5 * ratio
     q = eps / ratio
     a = half - q
@@ -203,11 +209,15 @@ def _log_delta(eps: float, ratio: float, *, upper: bool = False) -> float:
     margin = (abs(a) + abs(b) + 2.0) * err + 1e-12 if upper else 0.0
     if a <= 0.0:
         # δ = ½ e^{-a²/2} [erfcx(-a/√2) - erfcx(-b/√2)], with -b/√2 = -a/√2 + ratio/√2
-        return -0.5 * a * a - _LOG2 + _log_erfcx_diff(-a / _SQRT2, ratio / _SQRT2) + margin
-    # δ = [Φ(a) - Φ(b)] - (e^ε - 1) Φ(b), and (e^ε - 1) Φ(b) = ½ erfcx(-b/√2) e^{-a²/2} (1 - e^{-ε})
-    d = 0.5 * (special.erf(a / _SQRT2) + special.erf(-b / _SQRT2))
-    d -= 0.5 * special.erfcx(-b / _SQRT2) * math.exp(-0.5 * a * a) * -math.expm1(-eps)
-    return math.log(d) + margin if d > 0.0 else -math.inf
+        val = -0.5 * a * a - _LOG2 + _log_erfcx_diff(-a / _SQRT2, ratio / _SQRT2)
+    else:
+        # δ = [Φ(a) - Φ(b)] - (e^ε - 1) Φ(b), (e^ε - 1) Φ(b) = ½ erfcx(-b/√2) e^{-a²/2} (1 - e^{-ε})
+        d = 0.5 * (special.erf(a / _SQRT2) + special.erf(-b / _SQRT2))
+        d -= 0.5 * special.erfcx(-b / _SQRT2) * math.exp(-0.5 * a * a) * -math.expm1(-eps)
+        val = math.log(d) if d > 0.0 else -math.inf
+    # -inf: δ below e^{-700} by a wide margin (|a| > 37 + err); an infinite margin must not
+    # turn it into NaN
+    return val if val == -math.inf else val + margin
 
 
 def analytic_gaussian_delta(epsilon, sigma, sensitivity=1.0) -> float:
@@ -297,11 +307,25 @@ def analytic_gaussian_sigma(epsilon, delta, sensitivity=1.0) -> float:
     def f(log_s: float) -> float:
         return _log_delta(eps, math.exp(-log_s), upper=True) - log_target
 
-    x0 = math.log(math.sqrt(2.0 * math.log(1.25 / dlt)) / eps)
-    lo, hi = _bracket_decreasing(f, x0)
-    root = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
-    sigma = d * math.exp(max(root, lo))
-    return _round_up(lambda s: _log_delta(eps, d / s, upper=True) <= log_target, sigma)
+    # start at the classical bound, but never above s = 1/delta, which always suffices:
+    # delta(eps; s) <= delta(0; s) = 2 Phi(1/(2s)) - 1 < 1/(s sqrt(2 pi)) (so tiny eps is fine)
+    x0 = min(
+        math.log(math.sqrt(2.0 * math.log(1.25 / dlt))) - math.log(eps),
+        -math.log(dlt),
+    )
+    try:
+        lo, hi = _bracket_decreasing(f, x0)
+        root = optimize.brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
+        sigma = d * math.exp(max(root, lo))
+        if not (math.isfinite(sigma) and sigma > 0.0):
+            raise OverflowError("sigma out of range")
+        return _round_up(lambda s: _log_delta(eps, d / s, upper=True) <= log_target, sigma)
+    except (ArithmeticError, ValueError) as err:
+        raise ValueError(
+            f"cannot calibrate sigma for epsilon={epsilon!r}, delta={delta!r}, "
+            f"sensitivity={sensitivity!r}: the required sigma is out of the double range or "
+            f"not computable reliably ({err})"
+        ) from None
 
 
 def analytic_gaussian_epsilon(delta, sigma, sensitivity=1.0) -> float:
@@ -406,13 +430,21 @@ def compose(guarantees: Iterable) -> PrivacyGuarantee:
     PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.5)
     """
     gs = [_check_guarantee(i, g) for i, g in enumerate(guarantees)]
-    eps = math.fsum(float(g.epsilon) for g in gs) if gs else 0.0
-    dl = min(1.0, math.fsum(float(g.delta) for g in gs)) if gs else 0.0
+    eps = _sum_up(float(g.epsilon) for g in gs)
+    dl = min(1.0, _sum_up(float(g.delta) for g in gs))
     if all(g.rho is not None for g in gs):
-        rho = math.fsum(float(g.rho) for g in gs) if gs else 0.0
+        rho = _sum_up(float(g.rho) for g in gs)
     else:
         rho = None
     return PrivacyGuarantee(epsilon=eps, delta=dl, rho=rho)
+
+
+def _sum_up(xs) -> float:
+    """Exact sum of nonnegative floats (``fsum``); ``inf`` when it overflows (conservative)."""
+    try:
+        return math.fsum(xs)
+    except OverflowError:
+        return math.inf
 
 
 def zcdp_to_approx_dp(rho, delta, *, method: str = "bs16") -> float:

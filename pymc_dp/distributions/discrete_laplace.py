@@ -28,6 +28,8 @@ from pymc_dp.kernels.discrete_laplace import logcdf_pt, logpmf_pt
 
 __all__ = ["DiscreteLaplace", "DiscreteLaplaceRV", "discrete_laplace"]
 
+_ZERO, _ONE = np.float64(0.0), np.float64(1.0)
+
 
 class DiscreteLaplaceRV(RandomVariable):
     """Random variable op of the two-sided geometric law (difference of two geometric draws)."""
@@ -108,12 +110,13 @@ class DiscreteLaplace(Discrete):
         return mode
 
     def logp(value, alpha):
-        # keep the unused branch finite for alpha outside (0, 1): clip before the log
-        safe = pt.clip(alpha, np.float64(1e-300), np.float64(1.0 - 1e-16))
+        # keep the unused branch finite for alpha outside (0, 1) (a placeholder 0.5 there);
+        # inside, alpha is used unchanged, down to the smallest subnormal
+        safe = pt.switch(pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE)), alpha, np.float64(0.5))
         res = logpmf_pt(value, safe)
         return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")
 
     def logcdf(value, alpha):
-        safe = pt.clip(alpha, np.float64(1e-300), np.float64(1.0 - 1e-16))
+        safe = pt.switch(pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE)), alpha, np.float64(0.5))
         res = logcdf_pt(value, safe)
         return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")

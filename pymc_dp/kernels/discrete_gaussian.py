@@ -119,8 +119,9 @@ def logpmf(k, sigma):
     kf = np.asarray(k).astype(np.float64)
     s = np.asarray(sigma, dtype=np.float64)
     ok = np.isfinite(kf) & (kf == np.round(kf))
-    z = np.where(ok, kf, 0.0) / s
-    return np.where(ok, -0.5 * z * z - log_normalizer(s), -np.inf)[()]
+    with np.errstate(over="ignore", under="ignore"):
+        z = np.where(ok, kf, 0.0) / s
+        return np.where(ok, -0.5 * z * z - log_normalizer(s), -np.inf)[()]
 
 
 # ---- PyTensor -----------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def logpmf_pt(value, sigma):
     """Log pmf as a float64 PyTensor graph; float ``value`` off the integers gets ``-inf``."""
     value = pt.as_tensor_variable(value)
     sigma = pt.as_tensor_variable(sigma)
-    z = value / sigma
+    z = value.astype("float64") / sigma
     res = np.float64(-0.5) * z * z - log_normalizer_pt(sigma)
     if value.dtype.startswith("float"):
         return pt.switch(pt.eq(value, pt.round(value)), res, -np.inf)
@@ -210,7 +211,8 @@ def numba_log_normalizer(sigma):
 
 @numba.njit(cache=True)
 def numba_logpmf_scalar(x, sigma):
-    """Scalar log pmf ``f(x, sigma)`` (numba)."""
+    """Scalar log pmf ``f(x, sigma)`` (numba); ``x`` is taken in float64 (no wrap)."""
+    x = np.float64(x)
     if not (math.isfinite(x) and x == math.floor(x)):
         return -math.inf
     z = x / sigma
@@ -224,6 +226,7 @@ def numba_logpmf(x, params):
     ``params = [sigma]``, or ``[sigma, log Z(sigma)]`` with the log normaliser precomputed (as
     :class:`~pymc_dp.mechanisms.discrete_gaussian.DiscreteGaussian` passes it).
     """
+    x = np.float64(x)
     if params.size == 1:
         return numba_logpmf_scalar(x, params[0])
     if not (math.isfinite(x) and x == math.floor(x)):

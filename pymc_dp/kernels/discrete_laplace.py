@@ -114,12 +114,14 @@ def logpmf_pt(value, alpha=None, *, log_alpha=None):
         ok = pt.eq(value, pt.round(value))
         absval = pt.switch(ok, pt.abs(value), np.float64(0.0))
         return pt.switch(ok, norm - absval * a, -np.inf)
-    return norm - pt.abs(value) * a
+    # |value| in float64: abs of int64 -2**63 wraps to a negative number in integer arithmetic
+    return norm - pt.abs(value.astype("float64")) * a
 
 
 def logcdf_pt(value, alpha=None, *, log_alpha=None):
     """Log CDF as a PyTensor graph (float64); give ``alpha`` or ``log_alpha``."""
-    value = pt.floor(pt.as_tensor_variable(value))
+    value = pt.as_tensor_variable(value)
+    value = pt.floor(value if value.dtype.startswith("float") else value.astype("float64"))
     a = _pt_a(alpha, log_alpha)
     log1p_alpha = pt.log1p(pt.exp(-a))
     neg = -pt.abs(value) * a - log1p_alpha
@@ -131,7 +133,8 @@ def logcdf_pt(value, alpha=None, *, log_alpha=None):
 # ---- numba --------------------------------------------------------------------------------------
 @numba.njit(cache=True)
 def numba_logpmf_scalar(x, log_alpha):
-    """Scalar log pmf ``f(x, log_alpha)`` (numba)."""
+    """Scalar log pmf ``f(x, log_alpha)`` (numba); ``x`` is taken in float64 (no wrap)."""
+    x = np.float64(x)
     if not (math.isfinite(x) and x == math.floor(x)):
         return -math.inf
     a = -log_alpha
@@ -145,6 +148,7 @@ def numba_logpmf(x, params):
     ``params = [log_alpha]``, or ``[log_alpha, log((1-alpha)/(1+alpha))]`` with the log
     normaliser precomputed (as :class:`~pymc_dp.mechanisms.geometric.Geometric` passes it).
     """
+    x = np.float64(x)
     if params.size == 1:
         return numba_logpmf_scalar(x, params[0])
     if not (math.isfinite(x) and x == math.floor(x)):

@@ -29,7 +29,10 @@ discarded and no draw is conditioned on the buffer length. The Python loop runs 
 Integer-overflow safety
 -----------------------
 All arithmetic is in int64. The drivers check the ranges that keep it exact: ``1 <= s, t <= 2**61``
-for the discrete Laplace, and for the discrete Gaussian the constraints listed in
+and ``t / s <= 2**50`` for the discrete Laplace (a draw is about ``(t / s) V`` with ``V``
+geometric, ``P(V >= v) = e^{-v}``, so it could leave int64 only if ``V >= 2**12``, with
+probability below ``e^{-4096}``; larger scales, where about 1% of draws wrapped, are refused),
+and for the discrete Gaussian the constraints listed in
 :func:`gaussian_rational`. Uniform integers below ``n`` come from rejection on 63-bit words, and a
 Bernoulli(``n / (d k)``) whose denominator would overflow is drawn as the product of independent
 Bernoulli(``n / d``) and Bernoulli(``1 / k``) draws, which is the same law.
@@ -60,6 +63,7 @@ import numpy as np
 
 __all__ = [
     "MAX_INT",
+    "MAX_LAPLACE_SCALE",
     "best_rational",
     "gaussian_rational",
     "random_words",
@@ -70,6 +74,8 @@ __all__ = [
 
 #: largest numerator / denominator accepted by the integer kernels
 MAX_INT = 2**61
+#: largest scale t / s of the discrete Laplace sampler (see "Integer-overflow safety")
+MAX_LAPLACE_SCALE = 2**50
 
 _MASK63 = np.int64(0x7FFFFFFFFFFFFFFF)
 _MAX63 = 0x7FFFFFFFFFFFFFFF
@@ -315,11 +321,16 @@ def sample_bernoulli_exp(num: int, den: int, size, rng=None) -> np.ndarray:
 def sample_discrete_laplace(s: int, t: int, size, rng=None) -> np.ndarray:
     """Exact draws with pmf ``(1 - alpha)/(1 + alpha) alpha**|y|``, ``alpha = exp(-s/t)``.
 
-    CKS Algorithm 2 for integers ``1 <= s, t <= 2**61``; see the module docstring for the random
-    source (``rng=None`` is secure, a ``Generator`` is reproducible).
+    CKS Algorithm 2 for integers ``1 <= s, t <= 2**61`` with ``t / s <= 2**50``; see the module
+    docstring for the random source (``rng=None`` is secure, a ``Generator`` is reproducible).
     """
     s = _check_int("s", s)
     t = _check_int("t", t)
+    if t > s * MAX_LAPLACE_SCALE:
+        raise ValueError(
+            f"the scale t / s = {t}/{s} exceeds 2**50: draws could overflow int64 "
+            "(use s / t >= 2**-50, i.e. epsilon / sensitivity >= 8.9e-16)"
+        )
     return _drive(_fill_discrete_laplace, size, (np.int64(s), np.int64(t)), rng, 12.0)
 
 

@@ -12,6 +12,12 @@ log-density is available in three forms that later code needs:
 
 Privacy accounting (:meth:`Mechanism.guarantee`) is a pure function of the parameters, kept apart
 from the noise draw.
+
+Mechanisms are immutable values: attributes cannot be set or deleted once built
+(``AttributeError``), so the likelihood, the sampler and the guarantee can never drift apart.
+Two mechanisms are equal (with equal hashes) when they are of the same class, have the same
+noise law and sensitivity, and state the same guarantee, e.g.
+``Laplace(epsilon=1.0) == Laplace(scale=1.0)``. They pickle and ``copy.deepcopy``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+
+from pymc_dp._validation import as_release_values
 
 __all__ = ["Mechanism", "PrivacyGuarantee"]
 
@@ -54,6 +62,39 @@ class Mechanism(ABC):
 
     sensitivity: float | int
 
+    # ---- immutable value semantics ------------------------------------------------------------
+    def _freeze(self) -> None:
+        """Called at the end of ``__init__``: from here on attributes are read-only."""
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen", False):
+            raise AttributeError(
+                f"{type(self).__name__} is immutable: cannot set {name!r}; build a new "
+                "mechanism with the parameters you want"
+            )
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        if self.__dict__.get("_frozen", False):
+            raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name!r}")
+        object.__delattr__(self, name)
+
+    @abstractmethod
+    def _law_key(self) -> tuple:
+        """The exact parameters of the noise law (hashable); equal laws give equal keys."""
+
+    def _key(self) -> tuple:
+        return (type(self).__name__, self._law_key(), self.sensitivity, self.guarantee())
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Mechanism):
+            return NotImplemented
+        return type(self) is type(other) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     # ---- privacy accounting -------------------------------------------------------------
     @abstractmethod
     def guarantee(self) -> PrivacyGuarantee:
@@ -75,30 +116,36 @@ class Mechanism(ABC):
         """Draw noise of shape ``size``. ``rng=None`` uses a secure source (OS entropy)."""
 
     def release(self, values, rng=None) -> np.ndarray:
-        """Return ``values + noise``: integers for integer mechanisms.
+        """Return ``values + noise``: integers (int64) for integer mechanisms, else float64.
 
         Parameters
         ----------
         values : array_like
-            The true values (integers for integer mechanisms).
+            The true values: real numbers of an integer or float dtype. Integer mechanisms
+            take integers (or integral floats) in ``[-2**62, 2**62]``; with the noise scales the
+            mechanisms allow, the noise exceeds ``2**62`` in magnitude with probability below
+            ``exp(-4000)`` (and is checked), so ``values + noise`` never wraps int64. Float
+            mechanisms take finite values in ``[-1e300, 1e300]`` that float64 represents
+            exactly (integers up to ``2**53``). Booleans, complex numbers, strings, dates,
+            durations and object arrays are refused (``TypeError``), as are masked entries,
+            NaN, infinities, fractional values for integer mechanisms and values out of range
+            (``ValueError``); the message names ``values`` and the offending value.
         rng : numpy.random.Generator, optional
             For reproducible simulations. ``None`` (the default) draws from a secure source.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As described under ``values``.
         """
-        values = np.asarray(values)
+        values = as_release_values(values, integer=self.integer)
+        noise = self.sample_noise(values.shape, rng)
         if self.integer:
-            if not np.issubdtype(values.dtype, np.integer):
-                if not (
-                    np.issubdtype(values.dtype, np.floating)
-                    and np.all(np.isfinite(values))
-                    and np.all(values == np.round(values))
-                ):
-                    raise ValueError(f"values must be integers for the {self.family} mechanism")
-                values = values.astype(np.int64)
-            return values.astype(np.int64) + self.sample_noise(values.shape, rng)
-        values = values.astype(np.float64)
-        if not np.all(np.isfinite(values)):
-            raise ValueError("values must be finite")
-        return values + self.sample_noise(values.shape, rng)
+            limit = np.int64(2**62)
+            if np.any((noise >= limit) | (noise <= -limit)):  # pragma: no cover - p < e^-4000
+                raise RuntimeError(f"{type(self).__name__}: a noise draw left the int64 range")
+            return values + noise
+        return values + noise
 
     @abstractmethod
     def logpdf(self, x) -> np.ndarray:

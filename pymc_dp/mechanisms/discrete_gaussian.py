@@ -32,6 +32,11 @@ best rational from above that keeps the sampler inside int64
 * Below ``sigma = 1e-3`` (the noise is then 0 except with probability below
   :math:`e^{-500000}`) the excess can be larger.
 * Sigma above ``1e7`` is refused (``ValueError``): the int64 sampler cannot represent it.
+  Sigma below ``1e-6`` (whatever the parameterization) is refused too: the noise is then 0
+  except with probability below :math:`e^{-10^{11}}`, and ``rho`` would overflow a double.
+* The sensitivity is at most ``2**62``. Calibration from ``(epsilon, delta)`` runs a bounded
+  number of steps: it returns the smallest sigma in ``[1e-6, 1e7]`` meeting the target, or
+  raises ``ValueError`` naming ``epsilon`` and ``delta`` when even ``sigma = 1e7`` does not.
 
 Every reported quantity (``sigma``, ``sigma2``, ``rho``, the ``delta`` of ``guarantee()``,
 ``delta_at``, ``epsilon_at``, the log pmf and ``noise_dist``) describes the law actually
@@ -63,6 +68,8 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._validation import (
+    INT_RANGE,
+    _as_real,
     as_positive_finite,
     as_positive_int,
     as_unit_open,
@@ -76,6 +83,8 @@ __all__ = ["DiscreteGaussian"]
 
 #: largest sigma the exact int64 sampler supports
 SIGMA_MAX = 1e7
+#: smallest sigma accepted (below it the noise is 0 except with probability < exp(-1e11))
+SIGMA_MIN = 1e-6
 #: relative tolerance of the sigma and epsilon root finds
 RTOL = 1e-12
 #: calibration aims at delta * (1 - _MARGIN) to absorb the float error of delta_exact
@@ -83,27 +92,42 @@ _MARGIN = 1e-9
 
 
 def _calibrate_sigma(eps: float, delta: float, sens: int) -> float:
-    """Smallest sigma (rounded up, relative tolerance RTOL) with delta(eps; sigma) <= target."""
+    """Smallest sigma (rounded up, relative tolerance RTOL) with delta(eps; sigma) <= target.
+
+    Every loop is bounded: delta(eps; sigma) decreases in sigma, so after checking the largest
+    allowed sigma the doubling search stops within ``log2(SIGMA_MAX / SIGMA_MIN) < 45`` steps
+    and the bisection on ``log sigma`` within about 45 more.
+    """
     target = delta * (1.0 - _MARGIN)
 
     def ok(s: float) -> bool:
         return _dg.delta_exact(eps, s, sens) <= target
 
-    hi = sens * math.sqrt(2.0 * math.log(1.25 / delta)) / eps  # classical bound as a start
-    hi = max(hi, 1e-3)
-    while not ok(hi):
-        hi *= 2.0
-        if hi > SIGMA_MAX:
-            raise ValueError(
-                f"epsilon={eps!r}, delta={delta!r}, sensitivity={sens} need sigma > {SIGMA_MAX:g}"
-            )
+    if not ok(SIGMA_MAX):
+        raise ValueError(
+            f"epsilon={eps!r}, delta={delta!r}, sensitivity={sens} need sigma > {SIGMA_MAX:g}, "
+            "which the exact int64 sampler cannot represent: raise epsilon or delta"
+        )
+    try:  # classical bound as a start, clipped to the allowed range
+        hi = sens * math.sqrt(2.0 * math.log(1.25 / delta)) / eps
+    except (ArithmeticError, ValueError):
+        hi = SIGMA_MAX
+    hi = min(max(hi, 1e-3), SIGMA_MAX) if math.isfinite(hi) else SIGMA_MAX
+    for _ in range(64):
+        if ok(hi):
+            break
+        hi = min(hi * 2.0, SIGMA_MAX)
     lo = hi / 2.0
-    while ok(lo):
+    for _ in range(64):
+        if not ok(lo):
+            break
         hi = lo
         lo /= 2.0
-        if lo < 1e-6:
-            return hi
-    while hi / lo - 1.0 > RTOL:
+        if lo < SIGMA_MIN:
+            return max(hi, SIGMA_MIN)
+    for _ in range(200):
+        if hi / lo - 1.0 <= RTOL:
+            break
         mid = math.sqrt(lo * hi)
         if ok(mid):
             hi = mid
@@ -113,9 +137,10 @@ def _calibrate_sigma(eps: float, delta: float, sens: int) -> float:
 
 
 def _as_epsilon_arg(epsilon) -> float:
-    if isinstance(epsilon, bool | np.bool_) or not isinstance(epsilon, numbers.Real):
-        raise TypeError(f"epsilon must be a real number, got {epsilon!r}")
-    e = float(epsilon)
+    if isinstance(epsilon, numbers.Integral) and not isinstance(epsilon, bool | np.bool_):
+        if epsilon > 2**1023:
+            return math.inf  # larger than any double: delta(epsilon) = 0
+    e = _as_real("epsilon", epsilon)
     if not e >= 0.0:  # NaN fails
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     return e
@@ -127,13 +152,14 @@ class DiscreteGaussian(Mechanism):
     Parameters
     ----------
     sigma : float, optional
-        Scale of the discrete Gaussian, finite and > 0 (at most 1e7).
+        Scale of the discrete Gaussian, in ``[1e-6, 1e7]``.
     epsilon, delta : float, optional
         Target (epsilon, delta)-DP, given together; ``epsilon > 0`` finite, ``0 < delta < 1``.
     rho : float, optional
         Target rho-zCDP, finite and > 0.
     sensitivity : int, default 1
-        L2 (= L1 in one dimension) sensitivity: a positive integer. Integral floats such as
+        L2 (= L1 in one dimension) sensitivity: a positive integer at most ``2**62``. Integral
+        floats such as
         ``1.0`` are refused with ``TypeError`` (the guarantees of CKS 2020 assume integer
         sensitivity).
 
@@ -150,21 +176,24 @@ class DiscreteGaussian(Mechanism):
 
     def __init__(self, sigma=None, *, epsilon=None, delta=None, rho=None, sensitivity=1):
         self.sensitivity = as_positive_int("sensitivity", sensitivity)
+        if self.sensitivity > INT_RANGE:
+            raise ValueError(f"sensitivity must be at most 2**62, got {sensitivity!r}")
         pair = None if (epsilon is None and delta is None) else (epsilon, delta)
         which = exactly_one("DiscreteGaussian", sigma=sigma, epsilon_delta=pair, rho=rho)
         self._epsilon = None
         sens = self.sensitivity
         if which == "sigma":
             s = as_positive_finite("sigma", sigma)
-            if not s <= SIGMA_MAX:
-                raise ValueError(f"sigma must be at most {SIGMA_MAX:g}, got {sigma!r}")
+            if not SIGMA_MIN <= s <= SIGMA_MAX:
+                raise ValueError(f"sigma must lie in [1e-06, {SIGMA_MAX:g}], got {sigma!r}")
             req = Fraction(s) ** 2
         elif which == "rho":
             r = as_positive_finite("rho", rho)
             req = Fraction(sens * sens) / (2 * Fraction(r))
-            if not req <= Fraction(SIGMA_MAX) ** 2:
+            if not Fraction(SIGMA_MIN) ** 2 <= req <= Fraction(SIGMA_MAX) ** 2:
                 raise ValueError(
-                    f"rho={rho!r} with sensitivity={sens} needs sigma above {SIGMA_MAX:g}"
+                    f"rho={rho!r} with sensitivity={sens} gives sigma = sensitivity / "
+                    f"sqrt(2 rho) outside [1e-06, {SIGMA_MAX:g}]"
                 )
         else:
             if epsilon is None or delta is None:
@@ -182,6 +211,10 @@ class DiscreteGaussian(Mechanism):
                 self._set_sigma2(self._sigma2 * Fraction(1 + 2**-30))
             self._epsilon = eps
             self._delta = _dg.delta_exact(eps, self.sigma, sens)
+        self._freeze()
+
+    def _law_key(self) -> tuple:
+        return (self._sigma2,)
 
     def _set_sigma2(self, req: Fraction) -> None:
         t, m, d, ymax = gaussian_rational(req)
@@ -227,10 +260,16 @@ class DiscreteGaussian(Mechanism):
         if ok(0.0):
             return 0.0
         hi = 1.0
-        while not ok(hi):
+        # delta(epsilon) is exactly 0 once epsilon sigma**2 / sens - sens / 2 >= 40 sigma: the
+        # doubling stops after at most about 1100 steps (a bound that is never reached)
+        for _ in range(1100):
+            if ok(hi):
+                break
             hi *= 2.0
         lo = hi / 2.0 if hi > 1.0 else 0.0
-        while hi - lo > RTOL * hi:
+        for _ in range(200):
+            if hi - lo <= RTOL * hi:
+                break
             mid = 0.5 * (lo + hi)
             if ok(mid):
                 hi = mid

@@ -44,13 +44,15 @@ from pymc_dp.mechanisms.laplace import _check_rng, _secure_uniform
 __all__ = ["Gaussian"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+#: allowed range of sigma: noise draws stay finite (|Z| <= about 40 sigma)
+SIGMA_MIN, SIGMA_MAX = 1e-300, 1e300
 
 
 @numba.njit(cache=True)
 def _gaussian_logpdf(x, params):  # pragma: no cover - compiled
     # params = [sigma]; log φ_σ(x) = -x²/(2σ²) - log σ - ½ log 2π
     s = params[0]
-    z = x / s
+    z = np.float64(x) / s
     return -0.5 * z * z - math.log(s) - 0.9189385332046728
 
 
@@ -77,7 +79,9 @@ class Gaussian(Mechanism):
     sensitivity : float, default 1.0
         L2 sensitivity ``Δ > 0``.
 
-    Exactly one parameterization: ``sigma``, ``(epsilon, delta)`` or ``rho``.
+    Exactly one parameterization: ``sigma``, ``(epsilon, delta)`` or ``rho``. The resulting
+    ``σ`` must lie in ``[1e-300, 1e300]`` (beyond it noise draws overflow) and ``ρ`` must be
+    a finite positive double; otherwise ``ValueError`` names the parameter given.
 
     Notes
     -----
@@ -125,24 +129,29 @@ class Gaussian(Mechanism):
                 )
             eps = as_positive_finite("epsilon", epsilon)
             dlt = as_unit_open("delta", delta)
-            try:
-                self.sigma = analytic_gaussian_sigma(eps, dlt, self.sensitivity)
-            except (ValueError, OverflowError, RuntimeError) as err:
-                raise ValueError(
-                    f"Gaussian: cannot calibrate sigma for epsilon={epsilon!r}, "
-                    f"delta={delta!r}, sensitivity={sensitivity!r}: {err}"
-                ) from err
+            # raises ValueError naming epsilon and delta when no sigma can be calibrated
+            self.sigma = analytic_gaussian_sigma(eps, dlt, self.sensitivity)
             self._epsilon, self._delta = eps, dlt
+        if not SIGMA_MIN <= self.sigma <= SIGMA_MAX:
+            raise ValueError(
+                f"Gaussian: sigma must lie in [1e-300, 1e300], got sigma={self.sigma!r} from "
+                f"{which}={sigma if which == 'sigma' else rho if which == 'rho' else pair!r}"
+            )
         r = self.sensitivity / self.sigma
         rho_ = 0.5 * r * r
         if not (
             math.isfinite(self.sigma) and self.sigma > 0.0 and math.isfinite(rho_) and rho_ > 0.0
         ):
             raise ValueError(
-                f"Gaussian parameters out of range: sigma={self.sigma!r}, "
-                f"sensitivity={self.sensitivity!r} give rho={rho_!r}"
+                f"Gaussian parameters out of range: sigma={self.sigma!r} (from {which}), "
+                f"sensitivity={self.sensitivity!r} give rho={rho_!r}, which must be a finite "
+                "positive double"
             )
         self._rho = rho_
+        self._freeze()
+
+    def _law_key(self) -> tuple:
+        return (self.sigma,)
 
     # ---- privacy accounting -----------------------------------------------------------------
     @property
@@ -185,12 +194,13 @@ class Gaussian(Mechanism):
 
     def logpdf(self, x) -> np.ndarray:
         """``log φ_σ(x) = -x²/(2σ²) - log σ - ½ log 2π``."""
-        z = np.asarray(x, dtype=np.float64) / self.sigma
-        return -0.5 * z * z - math.log(self.sigma) - _HALF_LOG_2PI
+        z = np.asarray(x).astype(np.float64) / self.sigma
+        with np.errstate(over="ignore", under="ignore"):
+            return -0.5 * z * z - (math.log(self.sigma) + _HALF_LOG_2PI)
 
     def logpdf_pt(self, x):
         """The log density as a float64 PyTensor graph."""
-        x = pt.as_tensor_variable(x)
+        x = pt.as_tensor_variable(x).astype("float64")
         s = pt.as_tensor_variable(np.float64(self.sigma))
         c = pt.as_tensor_variable(np.float64(math.log(self.sigma) + _HALF_LOG_2PI))
         z = x / s

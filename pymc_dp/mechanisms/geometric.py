@@ -26,10 +26,17 @@ privacy loss, more noise) of the requested rate with ``s, t <= 2**61``:
 
 Everything reported (``guarantee()``, ``alpha``, ``log_alpha``, the log pmf and ``noise_dist``)
 describes the law actually sampled, i.e. the rational rate ``s/t``; :attr:`Geometric.rate` gives
-it exactly. Rates below ``2**-61`` (epsilon/sensitivity < 4.3e-19) cannot be represented and
-raise ``ValueError``; rates above ``2**61`` (``epsilon/sensitivity > 2.3e18``, where the noise is
-0 except with probability below ``exp(-2**61)``) are capped there, and the reported epsilon is
-``sensitivity * 2**61``.
+it exactly.
+
+Allowed range. The rate ``ln(1/alpha) = epsilon / sensitivity`` must lie in
+``[2**-50, 700]`` (``epsilon / sensitivity`` from about ``8.9e-16`` to 700; ``alpha`` from
+``exp(-700) = 9.9e-305`` to ``exp(-2**-50) = 1 - 8.9e-16``); outside it ``ValueError`` names
+``epsilon`` (or ``alpha``) and the range. Below the range ``alpha`` rounds to 1 in float64 and
+noise draws could overflow int64 (:mod:`pymc_dp.kernels.exact_sampling`); above it ``alpha``
+underflows and the noise is 0 except with probability below ``1e-304``. Inside it the exact
+sampler, the log pmf and ``noise_dist`` forward draws all work, and the noise exceeds ``2**62``
+in magnitude with probability below ``exp(-4000)``, so ``release`` never wraps int64.
+The sensitivity is at most ``2**62``.
 
 Examples
 --------
@@ -44,6 +51,8 @@ PrivacyGuarantee(epsilon=1.0, delta=0.0, rho=None)
 dtype('int64')
 >>> Geometric(epsilon=2.0, sensitivity=4).limited_precision(3)
 (3, 1.5)
+>>> Geometric(epsilon=0.5) == Geometric(alpha=0.5 ** 0.5) == Geometric(epsilon=1.0)
+False
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._validation import (
+    INT_RANGE,
     as_positive_finite,
     as_positive_int,
     as_unit_open,
@@ -76,9 +86,12 @@ class Geometric(Mechanism):
     epsilon : float, optional
         Privacy parameter, finite and > 0.
     sensitivity : int, default 1
-        L1 sensitivity of the released integer statistic. A positive Python/numpy integer;
-        integral floats such as ``1.0`` are refused with ``TypeError`` (the mechanism is defined
-        on the integers, and silent float coercion hides unit mistakes).
+        L1 sensitivity of the released integer statistic. A positive Python/numpy integer at
+        most ``2**62``; integral floats such as ``1.0`` are refused with ``TypeError`` (the
+        mechanism is defined on the integers, and silent float coercion hides unit mistakes).
+
+    ``epsilon / sensitivity`` (or ``ln(1/alpha)``) must lie in ``[2**-50, 700]`` (module
+    docstring); the class attributes ``RATE_MIN`` and ``RATE_MAX`` hold the bounds.
 
     Attributes
     ----------
@@ -91,29 +104,45 @@ class Geometric(Mechanism):
     family = "geometric"
     integer = True
 
+    #: smallest allowed rate ``ln(1/alpha)`` (``epsilon / sensitivity``): 2**-50
+    RATE_MIN = 2.0**-50
+    #: largest allowed rate: 700 (``alpha = exp(-700)`` is still a normal double)
+    RATE_MAX = 700.0
+
     def __init__(self, alpha=None, *, epsilon=None, sensitivity=1):
         which = exactly_one("Geometric", alpha=alpha, epsilon=epsilon)
         self.sensitivity = as_positive_int("sensitivity", sensitivity)
+        if self.sensitivity > INT_RANGE:
+            raise ValueError(f"sensitivity must be at most 2**62, got {sensitivity!r}")
+        lo, hi = Fraction(self.RATE_MIN), Fraction(self.RATE_MAX)
         if which == "alpha":
             a = as_unit_open("alpha", alpha)
             rate = -math.log1p(a - 1.0) if a > 0.5 else -math.log(a)
             # 2 ulps down: below ln(1/alpha) whatever the rounding of log
             rate = math.nextafter(math.nextafter(rate, 0.0), 0.0)
-            if not rate > 0.0:
-                raise ValueError(f"alpha={alpha!r} is too close to 1 to be sampled exactly")
-            exact = Fraction(rate)
+            exact = Fraction(rate) if rate > 0.0 else Fraction(0)
+            if not lo <= exact <= hi:
+                raise ValueError(
+                    f"alpha must lie in [exp(-700), exp(-2**-50)] = [9.86e-305, 1 - 8.9e-16] "
+                    f"(noise draws and the log pmf need it), got alpha={alpha!r}"
+                )
         else:
             eps = as_positive_finite("epsilon", epsilon)
             exact = Fraction(eps) / self.sensitivity
-        try:
-            self._rate = best_rational(exact, MAX_INT, "below")
-        except ValueError:
-            raise ValueError(
-                f"{which}={alpha if which == 'alpha' else epsilon!r} gives a rate "
-                f"ln(1/alpha) = {float(exact)!r} below 2**-61, which cannot be sampled exactly"
-            ) from None
+            if not lo <= exact <= hi:
+                raise ValueError(
+                    f"epsilon / sensitivity must lie in [2**-50, 700] = [8.9e-16, 700] (alpha = "
+                    f"exp(-epsilon/sensitivity) must be a double strictly inside (0, 1) and the "
+                    f"noise must fit in int64), got epsilon={epsilon!r}, "
+                    f"sensitivity={self.sensitivity}"
+                )
+        self._rate = best_rational(exact, MAX_INT, "below")  # >= RATE_MIN (a candidate)
         self.log_alpha = -float(self._rate)
         self.alpha = math.exp(self.log_alpha)
+        self._freeze()
+
+    def _law_key(self) -> tuple:
+        return (self._rate,)
 
     # ---- accounting ---------------------------------------------------------------------------
     @property
@@ -128,7 +157,10 @@ class Geometric(Mechanism):
     def limited_precision(self, N) -> tuple[int, float]:
         """``(N, N ln(1/alpha))``-limited-precision local privacy (Schein et al. 2019, Thm 1)."""
         N = as_positive_int("N", N)
-        return N, float(N * self._rate)
+        try:
+            return N, float(N * self._rate)
+        except OverflowError:
+            raise ValueError(f"N={N!r} is too large: N ln(1/alpha) overflows a float") from None
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:

@@ -81,11 +81,16 @@ def _check_rng(rng) -> None:
         )
 
 
+#: allowed range of the noise scale: noise draws stay finite (|Z| <= about 745 b) and every
+#: log density is finite at 0
+SCALE_MIN, SCALE_MAX = 1e-300, 1e300
+
+
 @numba.njit(cache=True)
 def _laplace_logpdf(x, params):  # pragma: no cover - compiled
-    # params = [b]; log η(x) = -|x|/b - log(2b)
+    # params = [b]; log η(x) = -|x|/b - log 2 - log b (|x| in float64: no integer wrap)
     b = params[0]
-    return -abs(x) / b - math.log(2.0 * b)
+    return -abs(np.float64(x)) / b - 0.6931471805599453 - math.log(b)
 
 
 class Laplace(Mechanism):
@@ -113,8 +118,9 @@ class Laplace(Mechanism):
     TypeError
         If a parameter is not a real number (bools and strings are refused).
     ValueError
-        If a parameter is NaN, infinite, zero or negative, or if not exactly one of ``scale``
-        and ``epsilon`` is given.
+        If a parameter is NaN, infinite, zero or negative, if not exactly one of ``scale``
+        and ``epsilon`` is given, or if the scale (given, or ``sensitivity / epsilon``) lies
+        outside ``[1e-300, 1e300]`` (beyond it noise draws or the density overflow).
 
     Notes
     -----
@@ -148,13 +154,23 @@ class Laplace(Mechanism):
         else:
             eps = as_positive_finite("epsilon", epsilon)
             self.scale = self.sensitivity / eps
+        if not SCALE_MIN <= self.scale <= SCALE_MAX:
+            raise ValueError(
+                f"Laplace: the noise scale must lie in [1e-300, 1e300], got scale={self.scale!r}"
+                + ("" if which == "scale" else f" from epsilon={epsilon!r}")
+                + f" and sensitivity={sensitivity!r}"
+            )
         eps = self.sensitivity / self.scale
-        if not (math.isfinite(self.scale) and self.scale > 0.0 and math.isfinite(eps) and eps > 0):
-            # sensitivity / epsilon (or sensitivity / scale) overflowed or underflowed
+        if not (math.isfinite(eps) and eps > 0):
+            # sensitivity / scale overflowed or underflowed
             raise ValueError(
                 f"Laplace parameters out of range: scale={self.scale!r}, "
                 f"sensitivity={self.sensitivity!r} give epsilon={eps!r}"
             )
+        self._freeze()
+
+    def _law_key(self) -> tuple:
+        return (self.scale,)
 
     # ---- privacy accounting -----------------------------------------------------------------
     def guarantee(self) -> PrivacyGuarantee:
@@ -180,14 +196,15 @@ class Laplace(Mechanism):
 
     def logpdf(self, x) -> np.ndarray:
         """``log η(x) = -|x| / b - log(2b)``."""
-        x = np.asarray(x, dtype=np.float64)
-        return -np.abs(x) / self.scale - np.log(2.0 * self.scale)
+        x = np.asarray(x).astype(np.float64)  # |x| in float64: no integer wrap
+        with np.errstate(over="ignore", under="ignore"):
+            return -np.abs(x) / self.scale - (math.log(2.0) + math.log(self.scale))
 
     def logpdf_pt(self, x):
         """The log density as a float64 PyTensor graph."""
-        x = pt.as_tensor_variable(x)
+        x = pt.as_tensor_variable(x).astype("float64")  # |x| in float64: no integer wrap
         b = pt.as_tensor_variable(np.float64(self.scale))
-        log2b = pt.as_tensor_variable(np.float64(math.log(2.0 * self.scale)))
+        log2b = pt.as_tensor_variable(np.float64(math.log(2.0) + math.log(self.scale)))
         return -pt.abs(x) / b - log2b
 
     @property

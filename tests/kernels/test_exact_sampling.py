@@ -99,7 +99,7 @@ def test_discrete_laplace_gof_with_negative_control(s, t, rng):
     assert_rejects(chisquare_gof(y, lambda k: dl.logpmf(k, -rate / 1.05)))
 
 
-@pytest.mark.parametrize(("s", "t"), [(1, 10**9), (2**61, 3), (5, 2**61)])
+@pytest.mark.parametrize(("s", "t"), [(1, 10**9), (2**61, 3), (5, 5 * 2**50)])
 def test_discrete_laplace_extreme_scales(s, t, rng):
     """Tail probabilities P(|Y| >= k) = 2 alpha^k / (1 + alpha) at its quartiles."""
     n = 100_000

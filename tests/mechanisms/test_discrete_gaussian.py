@@ -206,7 +206,7 @@ def test_sigma_validation(sigma):
     try:
         m = DiscreteGaussian(sigma)
     except (ValueError, TypeError) as err:
-        assert not valid or float(sigma) > 1e7, err
+        assert not valid or not 1e-6 <= float(sigma) <= 1e7, err
         assert "sigma" in str(err)
         return
     assert valid
@@ -220,7 +220,7 @@ def test_rho_validation(rho):
     try:
         m = DiscreteGaussian(rho=rho)
     except (ValueError, TypeError) as err:
-        assert not valid or float(rho) < 5e-15, err
+        assert not valid or float(rho) < 5e-15 or float(rho) > 5e11, err
         assert "rho" in str(err)
         return
     assert valid

@@ -90,11 +90,12 @@ def test_limited_precision_schein_theorem_1():
 
 
 def test_extreme_rates():
-    huge = Geometric(epsilon=1e300)  # rate capped at 2**61: less privacy loss reported
-    assert huge.rate == 2**61 and huge.guarantee().epsilon == float(2**61)
+    huge = Geometric(epsilon=700.0)  # the largest allowed rate
+    assert huge.rate == 700 and huge.guarantee().epsilon == 700.0
     assert np.all(huge.sample_noise(1000, rng=np.random.default_rng(0)) == 0)
-    with pytest.raises(ValueError, match="2\\*\\*-61"):
-        Geometric(epsilon=1e-20)
+    for eps in (1e300, 701.0, 1e-20, 2.0**-51):
+        with pytest.raises(ValueError, match="2\\*\\*-50, 700"):
+            Geometric(epsilon=eps)
 
 
 # ---- validation ------------------------------------------------------------------------------
@@ -126,16 +127,15 @@ def test_epsilon_validation(eps):
     try:
         m = Geometric(epsilon=eps)
     except (ValueError, TypeError) as err:
-        if valid:  # only representability limits may refuse a valid epsilon
-            assert float(eps) < 2.0**-61, err
+        if valid:  # only the documented range [2**-50, 700] may refuse a valid epsilon
+            assert not Geometric.RATE_MIN <= float(eps) <= Geometric.RATE_MAX, err
         elif eps is not None:
             assert "epsilon" in str(err)
         return
     assert valid
     e = m.guarantee().epsilon
     assert math.isfinite(e) and 0 < e <= float(eps)
-    if float(eps) <= 2.0**60:
-        assert abs(e / float(eps) - 1) <= 1e-12
+    assert abs(e / float(eps) - 1) <= 1e-12
 
 
 @settings(max_examples=1000, deadline=None)
@@ -145,7 +145,10 @@ def test_alpha_validation(alpha):
     try:
         m = Geometric(alpha)
     except (ValueError, TypeError) as err:
-        assert not valid, err
+        # only the documented range ln(1/alpha) in [2**-50, 700] may refuse a valid alpha
+        assert not valid or not (
+            Geometric.RATE_MIN < -math.log(float(alpha)) < Geometric.RATE_MAX
+        ), err
         if alpha is not None:
             assert "alpha" in str(err)
         return
@@ -163,7 +166,7 @@ def test_sensitivity_validation(sens):
     try:
         m = Geometric(epsilon=1.0, sensitivity=sens)
     except (ValueError, TypeError) as err:
-        assert not valid or sens > 2**61, err
+        assert not valid or sens > 2**50, err  # epsilon / sensitivity >= 2**-50
         assert "sensitivity" in str(err) or "epsilon" in str(err)
         return
     assert valid
