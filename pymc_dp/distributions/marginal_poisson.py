@@ -54,6 +54,19 @@ Since :math:`\partial_\mu \mathrm{Pois}(y;\mu) = \mathrm{Pois}(y-1;\mu) - \mathr
 .. math::  \partial_\mu \log p(z) = \mathrm{expm1}(\log p(z-1) - \log p(z)),
 
 which stays finite and exact where all but one term underflow (the ratio is at most ``e^a``).
+Beyond ``|z| = 2**52`` float64 cannot represent ``z - 1``; there (and wherever ``e^a`` is
+smaller than ``|log p|``, which bounds that form's rounding) the same identity is applied to each
+branch: with ``B1 = Pois(n; mu) e^{-a(z-n)}`` the last term of ``S1`` and
+``B2 = Pois(m-1; mu) e^{-a(m-1-z)}`` the term just below ``S2``,
+
+.. math::  \partial_\mu \log S_1 = \mathrm{expm1}(a) - e^{a} B_1/S_1, \qquad
+           \partial_\mu \log S_2 = \mathrm{expm1}(-a) + e^{-a} B_2/S_2,
+
+where ``B1/S1 = 1/rev_sum`` (boundary form) or ``Pois(n; lambda1)/(1 - tail)`` (bulk form) and
+likewise for ``B2/S2``, so no large ``a z`` terms cancel. ``n = floor(z)`` is kept in float64
+(numba's ``math.floor`` returns an int64 that wraps beyond ``2**63``): the marginal is right for
+every finite float64 ``z`` (checked against mpmath up to ``|z| = 1e300`` and at the int64 edges
+in ``tests/distributions/test_marginals_extreme.py``).
 """
 
 from __future__ import annotations
@@ -77,7 +90,7 @@ __all__ = [
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _TOL = 1e-17
-_VERSION = 2  # bump when the kernels change (numba on-disk cache key)
+_VERSION = 4  # bump when the kernels change (numba on-disk cache key)
 
 
 @numba.njit(cache=True)
@@ -164,31 +177,74 @@ def _logaddexp(x, y):
 
 
 @numba.njit(cache=True)
-def _conv_logp(z, mu, a, logc):
-    """log of ``sum_y Pois(y; mu) c exp(-a |z - y|)``; see the module docstring."""
+def _conv_logp_dmu(z, mu, a, logc):
+    """``(log p(z), d log p(z) / d mu)`` for ``sum_y Pois(y; mu) c exp(-a |z - y|)``.
+
+    See the module docstring. ``n = floor(z)`` stays a float (numba's ``math.floor`` returns
+    an int64, which wraps beyond 2**63). The derivative is analytic (module docstring,
+    *Gradient*), so it needs no evaluation at ``z - 1``, which float64 cannot represent once
+    ``|z| > 2**53``.
+    """
     if not (mu >= 0.0) or not math.isfinite(z) or not math.isfinite(mu):
-        return np.nan
-    n = math.floor(z)
+        return np.nan, np.nan
+    n = np.floor(z)
     lam1 = mu * math.exp(a)
     lam2 = mu * math.exp(-a)
-    # y <= n
-    if n < 0:
+    # y <= n: l1 = log S1 and r1 = log(Pois(n; mu) e^{-a(z - n)} / S1)
+    if n < 0.0:
         l1 = -np.inf
+        r1 = -np.inf
     elif lam1 >= n + 1.0:
-        l1 = _log_pois(n, mu) - a * (z - n) + _log_rev_sum(n, lam1)
+        rev = _log_rev_sum(n, lam1)
+        l1 = _log_pois(n, mu) - a * (z - n) + rev
+        r1 = -rev
     else:
         p_tail = math.exp(_log_pois(n + 1.0, lam1) + _log_fwd_sum(n + 1.0, lam1))
         l1 = mu * math.expm1(a) - a * z + math.log1p(-p_tail)
-    # y >= m
+        r1 = _log_pois(n, lam1) - math.log1p(-p_tail)
+    # y >= m: l2 = log S2 and r2 = log(Pois(m - 1; mu) e^{-a(m - 1 - z)} / S2)
     m = max(n + 1.0, 0.0)
     if m == 0.0:
         l2 = mu * math.expm1(-a) + a * z
+        r2 = -np.inf
     elif lam2 < m + 1.0:
-        l2 = _log_pois(m, mu) - a * (m - z) + _log_fwd_sum(m, lam2)
+        fwd = _log_fwd_sum(m, lam2)
+        l2 = _log_pois(m, mu) - a * (m - z) + fwd
+        r2 = math.log(m) - math.log(lam2) - fwd if lam2 > 0.0 else np.inf
     else:
         q_tail = math.exp(_log_pois(m - 1.0, lam2) + _log_rev_sum(m - 1.0, lam2))
         l2 = mu * math.expm1(-a) + a * z + math.log1p(-q_tail)
-    return logc + _logaddexp(l1, l2)
+        r2 = _log_pois(m - 1.0, lam2) - math.log1p(-q_tail)
+    lse = _logaddexp(l1, l2)
+    # d l1/d mu = expm1(a) - e^{a + r1};  d l2/d mu = expm1(-a) + e^{-a + r2}
+    d = 0.0
+    if l1 > -np.inf:
+        d += math.exp(l1 - lse) * (math.expm1(a) - math.exp(a + r1))
+    if l2 > -np.inf:
+        d += math.exp(l2 - lse) * math.expm1(-a)
+    if m > 0.0:
+        if l2 > -np.inf and r2 < np.inf:
+            d += math.exp(l2 - lse - a + r2)
+        else:  # S2 = 0 (mu = 0) or lam2 underflowed: the boundary term directly
+            d += math.exp(-a + _log_pois(m - 1.0, mu) + a * (z - (m - 1.0)) - lse)
+    return logc + lse, d
+
+
+@numba.njit(cache=True)
+def _conv_logp(z, mu, a, logc):
+    """log of ``sum_y Pois(y; mu) c exp(-a |z - y|)``; see the module docstring."""
+    return _conv_logp_dmu(z, mu, a, logc)[0]
+
+
+@numba.njit(cache=True)
+def _use_neighbour(z, a, lp):
+    """Whether ``expm1(log p(z - 1) - log p(z))`` is the more accurate derivative.
+
+    Its rounding error is about ``eps |log p|``; the analytic form's is about ``eps e^a``
+    (its two branch terms cancel when ``E[Y | z]`` is close to ``mu``). Beyond ``2**52``,
+    ``z - 1`` is not representable and only the analytic form is right.
+    """
+    return abs(z) < 2.0**52 and math.exp(a) > max(abs(lp), 1.0)
 
 
 @numba.njit(cache=True)
@@ -200,7 +256,7 @@ def _table_applies(z, mu):
     zmin = z[0]
     zmax = z[0]
     for i in range(n):
-        if mu[i] != mu[0] or z[i] != math.floor(z[i]):
+        if mu[i] != mu[0] or not abs(z[i]) < 2.0**52 or z[i] != np.floor(z[i]):
             return False
         zmin = min(zmin, z[i])
         zmax = max(zmax, z[i])
@@ -216,20 +272,25 @@ def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
         for i in range(z.shape[0]):
             zmin = min(zmin, z[i])
             zmax = max(zmax, z[i])
-        size = int(zmax - zmin) + 2
-        table = np.empty(size)
-        for j in range(size):
-            table[j] = _conv_logp(zmin - 1.0 + j, mu[0], a, logc)
+        size = int(zmax - zmin) + 1
+        table = np.empty(size + 1)
+        dtable = np.empty(size + 1)
+        for j in range(size + 1):
+            table[j], dtable[j] = _conv_logp_dmu(zmin - 1.0 + j, mu[0], a, logc)
+        for j in range(1, size + 1):
+            if _use_neighbour(zmin - 1.0 + j, a, table[j]):
+                dtable[j] = math.expm1(table[j - 1] - table[j])
         for i in range(z.shape[0]):
             k = int(z[i] - zmin) + 1
             out[i] = table[k]
-            dout[i] = math.expm1(table[k - 1] - table[k])
+            dout[i] = dtable[k]
         return
     for i in range(z.shape[0]):
-        lp = _conv_logp(z[i], mu[i], a, logc)
+        lp, d = _conv_logp_dmu(z[i], mu[i], a, logc)
         out[i] = lp
-        lpm1 = _conv_logp(z[i] - 1.0, mu[i], a, logc)
-        dout[i] = math.expm1(lpm1 - lp)
+        if _use_neighbour(z[i], a, lp):
+            d = math.expm1(_conv_logp(z[i] - 1.0, mu[i], a, logc) - lp)
+        dout[i] = d
 
 
 @numba.njit(cache=True)
