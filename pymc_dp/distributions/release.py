@@ -103,7 +103,7 @@ def record_parents(statistic) -> list[Variable]:
         if var in seen:
             continue
         seen.add(var)
-        if _is_rv(var) and var is not statistic:
+        if _is_rv(var):  # the statistic itself may be the record variable (statistic=x)
             found.append(var)
             continue
         if var.owner is not None:

@@ -1,8 +1,9 @@
 """PyMC step methods over the pure kernels in :mod:`pymc_dp.kernels`.
 
 ``import pymc_dp`` calls :func:`register_step_methods` once, so that ``pm.sample`` picks these steps
-by itself. Their ``competence`` claims only variables that feed a pymc_dp node (a ``Release``), so
-registering them never changes how an ordinary PyMC model is sampled.
+by itself. Their ``competence`` follows one rule, :mod:`pymc_dp.step_methods.claims`: only the
+records of an observed ``Release`` and conjugate parameters of those records are claimed, so
+registering them never changes how a model without a Release is sampled.
 """
 
 from __future__ import annotations

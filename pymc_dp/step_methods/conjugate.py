@@ -47,14 +47,16 @@ compiled PyTensor function of the point, the draw a compiled Cholesky
 
 Automatic assignment
 --------------------
-``competence`` is ``IDEAL`` (so it beats NUTS) only when, in addition, at least one child is a
-latent (free) variable that feeds a pymc_dp node (a :class:`~pymc_dp.distributions.release.Release`)
-directly. An ordinary PyMC model is therefore never sampled differently because pymc_dp steps were
-registered. ``competence`` finds the model through the model context
-(``pm.Model.get_context``); ``pm.sample(model=m)`` called *outside* ``with m:`` gives no context,
-and the step is then not auto-assigned (the model is still sampled correctly, by PyMC's default
-steps). Explicit use, ``pm.sample(step=[ConjugateGibbs([p])])``, needs only the conjugate
-structure, not a release.
+``competence`` is ``IDEAL`` (so it beats NUTS) only when, in addition, the shared claim rule of
+:mod:`pymc_dp.step_methods.claims` allows it: the model holds an observed
+:class:`~pymc_dp.distributions.release.Release` and at least one child of the parameter is one of
+its records (a latent variable in a Release's statistic, or a per-record latent part of one). Using
+pymc_dp distributions (``Skellam``, ``Privatized``, ...) without a Release never makes a variable
+claimed, so an ordinary PyMC model is never sampled differently because pymc_dp steps were
+registered. ``competence`` finds the model through the model context, or, when
+``pm.sample(model=m)`` runs outside ``with m:``, through the registry of models holding a Release.
+Explicit use, ``pm.sample(step=[ConjugateGibbs([p])])``, needs only the conjugate structure, not
+a release.
 
 Values are written to the point on the *transformed* scale of the parameter's value variable
 (log-odds for Beta, log for Gamma, simplex coordinates for Dirichlet).
@@ -104,7 +106,6 @@ from pytensor.tensor.random.basic import (
 )
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
-from pymc_dp.distributions.release import model_of
 from pymc_dp.kernels.conjugate import (
     _precision_draw,
     beta_binomial_posterior,
@@ -118,6 +119,7 @@ from pymc_dp.kernels.conjugate import (
     normal_normal_posterior,
     sum_to_shape,
 )
+from pymc_dp.step_methods.claims import claim_model, parameter_claimable
 
 __all__ = ["CONJUGATE_STEPS", "ConjugateGibbs", "conjugate_family"]
 
@@ -414,30 +416,6 @@ def _analyze_regression(rv, model: Model) -> _Plan:
     if not plan.children:
         raise NotConjugateError(f"{rv.name} has no children")
     return plan
-
-
-def _is_pymc_dp_node(var) -> bool:
-    """True for a model variable produced by a pymc_dp op (a Release or other pymc_dp node)."""
-    node = getattr(var, "owner", None)
-    if node is None:
-        return False
-    op = node.op
-    return bool(getattr(op, "_pymc_dp_node", False)) or type(op).__module__.startswith("pymc_dp.")
-
-
-def _feeds_pymc_dp_node(var, model: Model) -> bool:
-    """True if a pymc_dp node (e.g. a ``Release``) of ``model`` depends directly on ``var``.
-
-    "Directly" means through a graph that passes through no other model random variable.
-    """
-    all_rvs = list(model.basic_RVs)
-    for node_var in [*all_rvs, *model.potentials]:
-        if node_var is var or not _is_pymc_dp_node(node_var):
-            continue
-        inputs = node_var.owner.inputs
-        if _depends_on(inputs, var, all_rvs):
-            return True
-    return False
 
 
 def conjugate_family(rv, model: Model | None = None) -> str | None:
@@ -889,14 +867,16 @@ class ConjugateGibbs(BlockedStep):
     def competence(var, has_grad=None):
         """``IDEAL`` iff ``var`` has a supported conjugate structure and a child feeds a
         pymc_dp node (see the module docstring), else ``INCOMPATIBLE``."""
-        model = model_of(var)  # the model in context, or one holding a Release
+        # the shared claim rule (pymc_dp.step_methods.claims): only models with an observed
+        # Release, only parameters with a record among their children
+        model = claim_model(var)
         if model is None or type(var.owner.op) not in _PRIOR_OPS:
             return Competence.INCOMPATIBLE
         try:
             plan = _analyze(var, model)
         except NotConjugateError:
             return Competence.INCOMPATIBLE
-        if any(c.rv in model.free_RVs and _feeds_pymc_dp_node(c.rv, model) for c in plan.children):
+        if parameter_claimable([c.rv for c in plan.children], model):
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
 

@@ -55,8 +55,15 @@ Validity checks (at step construction, i.e. at step assignment in ``pm.sample``)
   ``y_i ~ N(beta x_i, 1)`` of a private ``x_i``); its per-record log-likelihood ratio is added to
   the acceptance ratio, which keeps the proposal-from-the-prior scheme exact. Free variables that
   are not records, and ``pm.Potential`` terms, depending on records are refused.
-* Conditional independence: the per-record log-prior (and observed-child) terms are evaluated
-  after changing one record; the terms of the other records must not change.
+* Conditional independence, decided from the graph
+  (:mod:`pymc_dp.step_methods.row_locality`): row ``i`` of every per-record log-prior and
+  observed-child term may read only row ``i`` of the record variables. A term that indexes,
+  slices, reverses, reduces or contracts over the record axis (``x[::-1]``, ``s[:-1]``,
+  ``x.mean()``, a random walk, an MvNormal over the records ...) is refused whatever the
+  parameter values, so a coupling that vanishes at the initial point cannot hide. An operation
+  the analysis has no rule for is checked numerically at random values of the other variables
+  (never only at the initial point), and refused when that check cannot be made. A numerical
+  check (changing one record leaves the other rows' terms unchanged) also runs on every block.
 * The records must be forward-samplable (the proposal function is compiled and run).
 
 A model failing any check gets a ``ValueError`` naming the variable and the reason, never a wrong
@@ -67,9 +74,10 @@ the statistic row by row (a numpy array, ``pm.Data`` or observed variable whose 
 numerical additivity check decides whether that split is right (if a data array merely happens
 to have length ``n``, the split fails the check and is not used).
 
-The checks are numerical, at the initial point and two forward draws: they catch every model
-of the kinds listed above in practice, but they are not a proof (a coupling that vanishes at
-the checked values would pass). The released values are read once, when the step is built.
+Conditional independence is decided structurally (above). The additivity of the statistic is
+checked numerically, at the current records, forward draws and records made to differ; a
+statistic that fails it takes the exact generic path. The released values are read once, when
+the step is built.
 
 Compilation: the compiled functions (parameters, contributions, proposals of the general
 path) run on PyTensor's C virtual machine (``cvm_nogc``) when a C compiler is configured, since
@@ -132,8 +140,10 @@ from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomGeneratorType, RandomType
 from pytensor.tensor.type_other import NoneTypeT
 
-from pymc_dp.distributions.release import _RECORD_RVS, _is_rv, is_release, record_parents
+from pymc_dp.distributions.release import _is_rv, is_release, record_parents
 from pymc_dp.kernels.da_sweep import changed_records, specialized_da_sweep_cached
+from pymc_dp.step_methods.claims import claim_model, release_records
+from pymc_dp.step_methods.row_locality import ROW, Coupled, Unknown, row_states
 
 __all__ = ["DataAugmentation"]
 
@@ -420,18 +430,20 @@ class DataAugmentation(BlockedStep):
         prior_terms = model.logp(vars=block_rvs, sum=False)
         child_terms = model.logp(vars=observed_children, sum=False) if observed_children else []
         row_terms = []
+        undecided = []
+        leaves = dict.fromkeys(values, ROW)
         for rv, term in zip(
             [*block_rvs, *observed_children], [*prior_terms, *child_terms], strict=True
         ):
-            rows = _rows(term, n)
-            if rows is not None and rows.type.shape[0] not in (None, n):
-                rows = None
-            if rows is None:
-                raise ValueError(
-                    f"the log-density of {rv.name!r} has no record axis of length {n}; records "
-                    f"[{label}] need a leading record axis of length {n}"
-                )
-            row_terms.append(rows)
+            observed = rv not in block_set
+            if term.type.ndim == 0 or term.type.shape[0] not in (None, n):
+                raise ValueError(_joint_message(rv, label, n, observed))
+            state = row_states([term], leaves, n)[term]
+            if isinstance(state, Coupled):
+                raise ValueError(_coupled_message(rv, label, state, observed))
+            if isinstance(state, Unknown):
+                undecided.append((rv, state))
+            row_terms.append(_rows(term, n))
         if child_terms:
             lw_cur = sum(_rows(t, n) for t in child_terms)
         else:
@@ -453,6 +465,10 @@ class DataAugmentation(BlockedStep):
             tr = model.rvs_to_transforms.get(rv)
             prop_vals.append(tr.forward(prv, *prv.owner.inputs) if tr is not None else prv)
         prop_vals = [pt.cast(p, v.dtype) for p, v in zip(prop_vals, values, strict=True)]
+        if undecided:
+            self._check_rows_randomized(
+                model, ip, values, prop_vals, row_terms, n, label, undecided, compile_kwargs
+            )
 
         t_flat = None
         extras = {}
@@ -486,6 +502,58 @@ class DataAugmentation(BlockedStep):
             has_extra=has_extra,
             generic=generic,
             **extras,
+        )
+
+    def _check_rows_randomized(
+        self, model, ip, values, prop_vals, row_terms, n, label, undecided, ck
+    ) -> None:
+        """Numerical independence check for terms the structural analysis cannot decide.
+
+        Made at random values of the other (float) variables, around the initial point with
+        unit-scale perturbations on the transformed scale, with random current records drawn
+        there (never only at the initial point, where a coupling coefficient may vanish).
+        At least three such points must give finite terms, else the model is refused.
+        """
+        rows_fn = compile(model.value_vars, pt.stack(row_terms), on_unused_input="ignore", **ck)
+        prop_fn = compile(model.value_vars, prop_vals, on_unused_input="ignore", **ck)
+        rng = np.random.default_rng(20261123)
+        _reseed(prop_fn, rng)
+        pos = [self._input_names.index(v.name) for v in values]
+        base = [np.asarray(ip[nm]) for nm in self._input_names]
+        what = ", ".join(
+            f"{rv.name!r} (operation {type(u.node.op).__name__})" for rv, u in undecided
+        )
+        made = 0
+        for _ in range(8):
+            args = list(base)
+            for i, a in enumerate(args):
+                if i not in pos and np.issubdtype(a.dtype, np.floating):
+                    args[i] = a + rng.normal(size=a.shape)
+            try:
+                cur = [np.array(r) for r in prop_fn(*args)]
+                alt, changed = _differing_records(
+                    lambda a=args: [np.array(r) for r in prop_fn(*a)], cur, n
+                )
+            except Exception:
+                continue
+
+            def rows_at(recs, a=args):
+                a = list(a)
+                for p_, r in zip(pos, recs, strict=True):
+                    a[p_] = r
+                return np.asarray(rows_fn(*a), dtype=np.float64)
+
+            if not np.all(np.isfinite(rows_at(cur))) or not changed.any():
+                continue
+            _check_rows(rows_at, cur, alt, changed, n, label)
+            made += 1
+            if made == 3:
+                return
+        raise ValueError(
+            f"records [{label}]: DataAugmentation cannot decide whether the records are "
+            f"conditionally independent given the other variables: the log-density of {what} "
+            "uses an operation whose effect on the record axis pymc_dp cannot analyse, and a "
+            "numerical check at random values of the other variables could not be made. " + _RESTATE
         )
 
     def _build_generic(
@@ -850,20 +918,14 @@ class DataAugmentation(BlockedStep):
     # ------------------------------------------------------------------ assignment
     @staticmethod
     def competence(var, has_grad=None):
-        """IDEAL for a latent variable that feeds a pymc_dp Release, else INCOMPATIBLE.
+        """IDEAL for a record of an observed pymc_dp Release, else INCOMPATIBLE.
 
-        ``competence`` receives only the RV. Inside a model context (``pm.sample`` within
-        ``with model:``) the model's observed Releases are inspected; otherwise the registry
-        of record variables filled by ``Release`` at creation is used.
+        The rule is :mod:`pymc_dp.step_methods.claims` (shared by every pymc_dp step): the
+        model is the one in context, or else a model holding a Release that has ``var`` among
+        its free variables.
         """
-        import pymc as pm
-
-        model = pm.Model.get_context(error_if_none=False)
-        if model is not None and var in model.free_RVs:
-            if var in _record_closure(model):
-                return Competence.IDEAL
-            return Competence.INCOMPATIBLE
-        if var in _RECORD_RVS:
+        model = claim_model(var)
+        if model is not None and var in release_records(model):
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
 
@@ -985,8 +1047,50 @@ def _check_rows(rows_at, cur, alt, changed, n, label) -> None:
                 f"records [{label}] are not conditionally independent given the other "
                 f"variables: changing record {j} changes the log-density terms of other "
                 "records (a record's prior depends on another record, or an observed child "
-                "couples records); DataAugmentation cannot sample them"
+                "couples records); DataAugmentation cannot sample them. " + _RESTATE
             )
+
+
+_RESTATE = (
+    "Restate the model so that the terms of record i read only row i of the record "
+    "variables (align the rows of coupled variables, e.g. reorder data instead of writing "
+    "x[::-1] or x[1:]; a process such as a random walk or a Markov chain can be written with "
+    "its independent innovations as the records and the statistic in terms of them), put "
+    "values that belong together in one record (a record variable of shape (n, k)), or sample "
+    "the model without DataAugmentation (pass step=[...] to pm.sample, e.g. NUTS on a "
+    "differentiable model)."
+)
+
+
+def _joint_message(rv, label, n, observed) -> str:
+    """Message for a log-density with no record axis of length n (a joint law of the rows)."""
+    if observed:
+        what = (
+            f"the log-likelihood of the observed variable {rv.name!r} is not a sum of "
+            f"per-record terms (it has no record axis of length {n}): it reads all records "
+            "at once"
+        )
+    else:
+        what = (
+            f"the log-density of {rv.name!r} is one joint term over its {n} rows (a random "
+            "walk, an autoregressive process, a multivariate law over the record axis such as "
+            f"an MvNormal of shape ({n},), ...), not a sum of per-record terms"
+        )
+    return (
+        f"records [{label}] are not conditionally independent given the other variables: "
+        f"{what}, so DataAugmentation cannot propose one record at a time. " + _RESTATE
+    )
+
+
+def _coupled_message(rv, label, state, observed) -> str:
+    """Message for a per-record term that the structural analysis found coupled."""
+    kind = "log-likelihood of the observed variable" if observed else "log-density of"
+    return (
+        f"records [{label}] are not conditionally independent given the other variables: the "
+        f"{kind} {rv.name!r} {state.reason} (operation {state.node.op}), so the term of one "
+        "record reads other records; this holds whatever the current parameter values (a "
+        "coupling coefficient that is 0 at the initial point does not make it go away). " + _RESTATE
+    )
 
 
 def _is_zeros(var) -> bool:
@@ -1004,33 +1108,6 @@ def _default_mode():
     if pytensor.config.cxx:
         return Mode(linker="cvm_nogc", optimizer="fast_run")
     return None
-
-
-def _record_closure(model) -> set:
-    """Free variables of ``model`` that DataAugmentation samples.
-
-    The free variables in the statistic of an observed Release, and (transitively) their free
-    children with the same leading record length: latent parts of a record that do not enter
-    the statistic (``w_i ~ N(x_i, 1)``) are proposed together with it.
-    """
-    free = set(model.free_RVs)
-    records = set()
-    for rv in model.observed_RVs:
-        if is_release(rv):
-            records.update(v for v in record_parents(rv.owner.inputs[0]) if v in free)
-    if not records:
-        return records
-    rv_set = set(model.basic_RVs)
-    lengths = {rv: rv.type.shape[0] if rv.type.ndim else None for rv in free}
-    changed = True
-    while changed:
-        changed = False
-        for rv in free - records:
-            parents = _direct_rv_parents(rv, rv_set) & records
-            if any(lengths[rv] is not None and lengths[rv] == lengths[p] for p in parents):
-                records.add(rv)
-                changed = True
-    return records
 
 
 def _reseed(fn, rng) -> None:

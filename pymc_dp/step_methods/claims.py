@@ -1,0 +1,115 @@
+"""The one rule by which pymc_dp's steps claim variables in ``pm.sample``'s step assignment.
+
+Importing pymc_dp registers :class:`~pymc_dp.step_methods.DataAugmentation` and
+:class:`~pymc_dp.step_methods.ConjugateGibbs` with PyMC. Their ``competence`` must never change
+how a model without a release is sampled, whatever pymc_dp distributions it uses (``Skellam``,
+``Privatized``, ...). The rule, used by every pymc_dp step:
+
+1. Only a model holding an **observed** :class:`~pymc_dp.distributions.release.Release` is
+   concerned; in any other model no pymc_dp step claims anything.
+2. The *records* of such a model (:func:`release_records`) are the free variables that appear
+   in the statistic of an observed Release (directly, not through another random variable),
+   and, transitively, their free children with the same leading record length (latent parts
+   of a record that do not enter the statistic). ``DataAugmentation`` claims exactly these.
+3. A free *parameter* may be claimed (by ``ConjugateGibbs``, when its structure is conjugate)
+   only if one of its children is a record (:func:`parameter_claimable`).
+
+Being a pymc_dp distribution, or feeding one, is not a reason to claim a variable: only a
+Release is.
+
+Examples
+--------
+>>> import numpy as np
+>>> import pymc as pm
+>>> import pymc_dp as pmdp
+>>> with pm.Model() as plain:
+...     lam = pm.Gamma("lam", 2.0, 1.0)
+...     x = pm.Poisson("x", lam, shape=5)
+...     _ = pmdp.Skellam("obs", x + 1, 1, observed=np.zeros(5, dtype="int64"))
+>>> release_records(plain)
+set()
+>>> with pm.Model() as released:
+...     p = pm.Beta("p", 1.0, 1.0)
+...     y = pm.Bernoulli("y", p, shape=5)
+...     _ = pmdp.Release("z", y.sum(), pmdp.Laplace(epsilon=1.0), observed=2.0)
+>>> [v.name for v in release_records(released)], parameter_claimable([y], released)
+(['y'], True)
+"""
+
+from __future__ import annotations
+
+from pymc_dp.distributions.release import is_release, model_of, record_parents
+
+__all__ = ["claim_model", "observed_releases", "parameter_claimable", "release_records"]
+
+
+def observed_releases(model) -> list:
+    """The observed :class:`Release` variables of ``model``."""
+    return [rv for rv in model.observed_RVs if is_release(rv)]
+
+
+def _direct_parents(var, rv_set) -> set:
+    """Random variables in ``rv_set`` that ``var`` depends on without passing through another."""
+    start = list(var.owner.inputs) if var.owner is not None else []
+    out, stack, seen = set(), start, set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in rv_set:
+            out.add(v)
+            continue
+        if v.owner is not None:
+            stack.extend(v.owner.inputs)
+    return out
+
+
+def release_records(model) -> set:
+    """The records of ``model`` (rule 2 of the module docstring): what DataAugmentation claims.
+
+    Parameters
+    ----------
+    model : pm.Model
+
+    Returns
+    -------
+    set of TensorVariable
+        Free random variables; empty when the model holds no observed Release.
+    """
+    free = set(model.free_RVs)
+    records = set()
+    for rel in observed_releases(model):
+        records.update(v for v in record_parents(rel.owner.inputs[0]) if v in free)
+    if not records:
+        return records
+    rv_set = set(model.basic_RVs)
+    lengths = {rv: rv.type.shape[0] if rv.type.ndim else None for rv in free}
+    changed = True
+    while changed:
+        changed = False
+        for rv in free - records:
+            parents = _direct_parents(rv, rv_set) & records
+            if any(lengths[rv] is not None and lengths[rv] == lengths[p] for p in parents):
+                records.add(rv)
+                changed = True
+    return records
+
+
+def parameter_claimable(children, model) -> bool:
+    """Rule 3: whether a parameter with these children may be claimed (a child is a record)."""
+    records = release_records(model)
+    return any(c in records for c in children)
+
+
+def claim_model(var):
+    """The model a pymc_dp step should judge ``var`` in (rule 1), or None.
+
+    The model in context if ``var`` is one of its free variables, else a model holding a
+    Release that has ``var`` among its free variables; None when that model holds no observed
+    Release (then no pymc_dp step claims ``var``).
+    """
+    model = model_of(var)
+    if model is None or not observed_releases(model):
+        return None
+    return model
