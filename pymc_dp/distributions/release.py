@@ -18,8 +18,11 @@ likelihood") is not available in closed form in general, so the records stay lat
 Forward draws are ``T(x) + noise``, so prior and posterior predictive sampling work.
 The mechanism is kept on the variable for privacy accounting (:func:`released_mechanisms`).
 The mechanism's ``sensitivity`` is the user's statement about ``T`` (e.g. 1 for a count, 2 for
-a count vector of one-hot records); it enters the accounting, not the likelihood, and is not
-verified against the graph of the statistic.
+a count vector of one-hot records); it enters the accounting, not the likelihood. When it was
+declared (``epsilon``, ``delta``, ``rho`` or ``sensitivity`` given to the mechanism),
+:class:`~pymc_dp.step_methods.data_augmentation.DataAugmentation` checks every record change it
+proposes against it (L1 for Laplace/Geometric, L2 for Gaussian/DiscreteGaussian) and raises an
+error naming the release, the record and the change when the data contradict it.
 """
 
 from __future__ import annotations

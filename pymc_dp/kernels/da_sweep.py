@@ -35,7 +35,12 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["changed_records", "da_sweep_cached", "specialized_da_sweep_cached"]
+__all__ = [
+    "changed_records",
+    "da_sweep_cached",
+    "sensitivity_excess",
+    "specialized_da_sweep_cached",
+]
 
 
 @numba.njit(cache=True)
@@ -199,6 +204,60 @@ def da_sweep_cached(
     # unlisted records: probability 1, accepted (their t is unchanged)
     sum_prob += n - count
     return n - n_rej, min_prob, sum_prob / max(n, 1), n_rej
+
+
+@numba.njit(cache=True)
+def sensitivity_excess(t_prop, t_cur, idx, count, comp_release, sens, l2):  # pragma: no cover
+    """The first listed record whose change of a release exceeds that release's sensitivity.
+
+    The change of release ``r`` when record ``i`` is replaced by its proposal is the norm of
+    ``t_prop[i, k] - t_cur[i, k]`` over the components ``k`` of ``r``: L1, or L2 where
+    ``l2[r]``. It exceeds the sensitivity when larger than ``sens[r] * (1 + 1e-9)`` (a relative
+    allowance for rounding; ``sens[r] = inf`` disables the check for ``r``).
+
+    Parameters
+    ----------
+    t_prop, t_cur : float64[:, ::1], shape (n, m)
+    idx : int64[::1] and count : int
+        The records to check, ``idx[:count]`` (those whose contribution changes).
+    comp_release : int64[::1], shape (m,)
+        Release index of each component.
+    sens : float64[::1], shape (R,)
+    l2 : bool[::1], shape (R,)
+
+    Returns
+    -------
+    record : int
+        The record, or -1 when none exceeds.
+    release : int
+    change : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t_cur = np.zeros((3, 1)); t_prop = np.array([[0.0], [2.0], [1.0]])
+    >>> idx = np.array([1, 2]); rel = np.zeros(1, np.int64)
+    >>> sensitivity_excess(t_prop, t_cur, idx, 2, rel, np.array([1.0]), np.array([False]))
+    (1, 0, 2.0)
+    """
+    n_rel = sens.shape[0]
+    m = t_prop.shape[1]
+    acc = np.zeros(n_rel)
+    for j in range(count):
+        i = idx[j]
+        acc[:] = 0.0
+        for k in range(m):
+            d = t_prop[i, k] - t_cur[i, k]
+            r = comp_release[k]
+            if l2[r]:
+                acc[r] += d * d
+            else:
+                acc[r] += abs(d)
+        for r in range(n_rel):
+            ch = math.sqrt(acc[r]) if l2[r] else acc[r]
+            if ch > sens[r] * (1.0 + 1e-9):
+                return i, r, ch
+    return -1, -1, 0.0
 
 
 _SPECIALIZED_CACHED: dict = {}

@@ -62,6 +62,15 @@ class Mechanism(ABC):
 
     sensitivity: float | int
 
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls)
+        # whether a privacy claim was stated (epsilon, delta, rho or sensitivity given), not only
+        # the noise scale: DataAugmentation then checks each record's change of the statistic
+        # against ``sensitivity`` (read with getattr: absent on objects unpickled from before)
+        declared = bool({"epsilon", "delta", "rho", "sensitivity"} & kwargs.keys())
+        object.__setattr__(obj, "privacy_declared", declared)
+        return obj
+
     # ---- immutable value semantics ------------------------------------------------------------
     def _freeze(self) -> None:
         """Called at the end of ``__init__``: from here on attributes are read-only."""

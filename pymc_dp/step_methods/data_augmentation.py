@@ -65,6 +65,14 @@ Validity checks (at step construction, i.e. at step assignment in ``pm.sample``)
   (never only at the initial point), and refused when that check cannot be made. A numerical
   check (changing one record leaves the other rows' terms unchanged) also runs on every block.
 * The records must be forward-samplable (the proposal function is compiled and run).
+* Declared sensitivity: for a release whose mechanism states a privacy claim (``epsilon``,
+  ``delta``, ``rho`` or ``sensitivity`` given), every proposed record change of the statistic
+  is compared with the mechanism's ``sensitivity`` in its norm (L1 for Laplace and Geometric,
+  L2 for Gaussian and DiscreteGaussian): at construction on the records tried there, then in
+  every sweep (a compiled pass over the changed records on the additive path, one more output
+  of the scan on the generic path). A larger change proves the declared epsilon wrong and is a
+  ``ValueError`` naming the release, the record and the change. Mechanisms given only by their
+  noise scale (``Laplace(scale=b)``) state no claim and are not checked.
 
 A model failing any check gets a ``ValueError`` naming the variable and the reason, never a wrong
 posterior. Public record parts that are *parents* of the private part (public predictors,
@@ -141,7 +149,11 @@ from pytensor.tensor.random.type import RandomGeneratorType, RandomType
 from pytensor.tensor.type_other import NoneTypeT
 
 from pymc_dp.distributions.release import _is_rv, is_release, record_parents
-from pymc_dp.kernels.da_sweep import changed_records, specialized_da_sweep_cached
+from pymc_dp.kernels.da_sweep import (
+    changed_records,
+    sensitivity_excess,
+    specialized_da_sweep_cached,
+)
 from pymc_dp.step_methods.claims import claim_model, release_records
 from pymc_dp.step_methods.row_locality import ROW, Coupled, Unknown, row_states
 
@@ -169,6 +181,12 @@ class _Block:
     )
     const: np.ndarray | None = None  # C in T = C + sum_i t(x_i)
     free_T: bool = False  # T involves other variables: fn also returns T, t is not cached
+    # declared sensitivities, per release (inf: not declared, no check), the release of each
+    # flattened component, and whether a release's sensitivity is an L2 (else L1) bound
+    sens: np.ndarray | None = None
+    comp_release: np.ndarray | None = None
+    l2: np.ndarray | None = None
+    families: list | None = None
 
     def __post_init__(self):
         self.zeros = np.zeros(self.n)
@@ -418,6 +436,15 @@ class DataAugmentation(BlockedStep):
                 [np.asarray(r.owner.op.mechanism.numba_params, np.float64)] * len(z_r)
             )
         z = np.ascontiguousarray(np.concatenate(z_parts))
+        mechs = [r.owner.op.mechanism for r in releases]
+        sens = np.array(
+            [
+                float(m.sensitivity) if getattr(m, "privacy_declared", False) else np.inf
+                for m in mechs
+            ]
+        )
+        l2 = np.array([m.family in _L2_FAMILIES for m in mechs], dtype=np.bool_)
+        comp_release = np.repeat(np.arange(len(releases)), [len(zp) for zp in z_parts])
         width = max(len(p) for p in param_rows)
         params = np.zeros((len(param_rows), width))
         for k, p in enumerate(param_rows):
@@ -486,12 +513,13 @@ class DataAugmentation(BlockedStep):
                 fn, has_extra, extras = compiled
                 break
         generic = t_flat is None
+        check_t = extras.pop("check_t", None)
         if generic:
             fn, has_extra = self._build_generic(
                 model, ip, label, releases, values, prop_vals, T_flat, z, lw_cur, row_terms, n,
-                compile_kwargs,
+                compile_kwargs, sens, l2,
             )  # fmt: skip
-        return _Block(
+        block = _Block(
             names=names,
             n=n,
             release_names=[r.name for r in releases],
@@ -501,8 +529,17 @@ class DataAugmentation(BlockedStep):
             fn=fn,
             has_extra=has_extra,
             generic=generic,
+            sens=sens,
+            comp_release=np.ascontiguousarray(comp_release, dtype=np.int64),
+            l2=l2,
+            families=[m.family for m in mechs],
             **extras,
         )
+        if check_t is not None:
+            # the records tried at construction (current ones and records made to differ)
+            t_a, t_b = check_t
+            _check_sensitivity(block, t_a, t_b, np.arange(n, dtype=np.int64), n, label)
+        return block
 
     def _check_rows_randomized(
         self, model, ip, values, prop_vals, row_terms, n, label, undecided, ck
@@ -557,8 +594,9 @@ class DataAugmentation(BlockedStep):
         )
 
     def _build_generic(
-        self, model, ip, label, releases, values, prop_vals, T_flat, z, lw_cur, row_terms, n, ck
-    ):
+        self, model, ip, label, releases, values, prop_vals, T_flat, z, lw_cur, row_terms, n, ck,
+        sens, l2,
+    ):  # fmt: skip
         """Exact path for a statistic that is not a sum over records: recompute T per record.
 
         One compiled function runs the whole sweep as a ``scan`` over records: record ``i`` is
@@ -611,8 +649,23 @@ class DataAugmentation(BlockedStep):
         cur_T = T_flat
 
         k = len(values)
+        # per-release change of the statistic, relative to the declared sensitivity
+        sens_c = pt.as_tensor(np.asarray(np.where(np.isfinite(sens), sens, 1.0), np.float64))
+        checked = [bool(np.isfinite(s_)) for s_ in sens]
 
-        def body(i, lu, ex, lp_cur, *rest):
+        def excess(dT):
+            ratios, k0 = [], 0
+            for r, size in enumerate(sizes):
+                part = dT[k0 : k0 + size]
+                k0 += size
+                if not checked[r]:
+                    ratios.append(pt.as_tensor(np.float64(0.0)))
+                    continue
+                norm = pt.sqrt(pt.sum(part**2)) if l2[r] else pt.sum(pt.abs(part))
+                ratios.append(norm / sens_c[r])
+            return pt.stack(ratios)
+
+        def body(i, lu, ex, lp_cur, T_cur, *rest):
             cur, props_in = rest[:k], rest[k:]
             swapped = [pt.set_subtensor(c[i], p_[i]) for c, p_ in zip(cur, props_in, strict=True)]
             T_new = graph_replace(cur_T, dict(zip(values, swapped, strict=True)), strict=False)
@@ -621,21 +674,28 @@ class DataAugmentation(BlockedStep):
             acc = pt.lt(lu, log_r)
             prob = pt.exp(pt.minimum(log_r, 0.0))
             new = [pt.switch(acc, s_, c) for s_, c in zip(swapped, cur, strict=True)]
-            return [pt.switch(acc, lp_new, lp_cur), *new, pt.cast(acc, "float64"), prob]
+            return [
+                pt.switch(acc, lp_new, lp_cur),
+                pt.switch(acc, T_new, T_cur),
+                *new,
+                pt.cast(acc, "float64"),
+                prob,
+                excess(T_new - T_cur),
+            ]
 
         lp0 = log_eta(T_flat)
         outs = pytensor.scan(
             body,
             sequences=[pt.arange(n), log_u, extra],
-            outputs_info=[lp0, *values, None, None],
+            outputs_info=[lp0, T_flat, *values, None, None, None],
             non_sequences=props,
             return_updates=False,
         )
-        final = [o[-1] for o in outs[1 : 1 + len(values)]]
-        acc_seq, prob_seq = outs[-2], outs[-1]
+        final = [o[-1] for o in outs[2 : 2 + len(values)]]
+        acc_seq, prob_seq, exc_seq = outs[-3], outs[-2], outs[-1]
         fn = compile(
             [*model.value_vars, log_u],
-            [*final, acc_seq.sum(), prob_seq.min(), prob_seq.mean()],
+            [*final, acc_seq.sum(), prob_seq.min(), prob_seq.mean(), exc_seq],
             on_unused_input="ignore",
             **ck,
         )
@@ -826,7 +886,14 @@ class DataAugmentation(BlockedStep):
 
         # 2. conditional independence: changing record j changes only row j of the terms
         _check_rows(lambda recs: at(recs)[2], cur, alt, changed, n, label)
-        extras = {"proposer": proposer, "const": const, "free_T": bool(free_inputs)}
+        t_cur_chk = np.ascontiguousarray(fn(*args, *cur)[0], dtype=np.float64)
+        t_alt_chk = np.ascontiguousarray(fn(*args, *alt)[0], dtype=np.float64)
+        extras = {
+            "proposer": proposer,
+            "const": const,
+            "free_T": bool(free_inputs),
+            "check_t": (t_alt_chk, t_cur_chk),
+        }
         return True, (fn, has_extra, extras)
 
     # ------------------------------------------------------------------ sampling
@@ -857,6 +924,12 @@ class DataAugmentation(BlockedStep):
                 k = len(b.names)
                 for name, val in zip(b.names, res[:k], strict=True):
                     new_point[name] = np.array(val, dtype=new_point[name].dtype)
+                exc = np.asarray(res[k + 3])  # (n, R): change / declared sensitivity
+                if exc.size and exc.max() > 1.0 + 1e-9:
+                    i, r = np.unravel_index(int(np.argmax(exc)), exc.shape)
+                    raise ValueError(
+                        _sensitivity_message(b, int(i), int(r), float(exc[i, r] * b.sens[r]))
+                    )
                 n_acc += int(res[k])
                 n_tot += b.n
                 min_prob = min(min_prob, float(res[k + 1]))
@@ -898,6 +971,7 @@ class DataAugmentation(BlockedStep):
         extra = np.ascontiguousarray(res[1], dtype=np.float64) if b.has_extra else b.zeros
         stat = np.empty_like(b.const)
         count = changed_records(t_prop, t_cur, extra, b.const, stat, b.idx)
+        _check_sensitivity(b, t_prop, t_cur, b.idx, count, None)
         if b.free_T:
             stat = np.array(res[-1], dtype=np.float64).reshape(-1)
         u = self.rng.random(out=b.u[:count])
@@ -1049,6 +1123,32 @@ def _check_rows(rows_at, cur, alt, changed, n, label) -> None:
                 "records (a record's prior depends on another record, or an observed child "
                 "couples records); DataAugmentation cannot sample them. " + _RESTATE
             )
+
+
+_L2_FAMILIES = frozenset({"gaussian", "discrete_gaussian"})
+
+
+def _check_sensitivity(b, t_new, t_old, idx, count, label) -> None:
+    """Raise when replacing a listed record moves a release by more than its declared
+    sensitivity (additive path; ``t_new``/``t_old``: (n, m) contributions)."""
+    if b.sens is None or not np.isfinite(b.sens).any():
+        return
+    i, r, ch = sensitivity_excess(t_new, t_old, idx, count, b.comp_release, b.sens, b.l2)
+    if i >= 0:
+        raise ValueError(_sensitivity_message(b, int(i), int(r), float(ch)))
+
+
+def _sensitivity_message(b, i, r, change) -> str:
+    norm = "L2" if b.l2[r] else "L1"
+    return (
+        f"Release {b.release_names[r]!r}: replacing record {i} of [{', '.join(b.names)}] by "
+        f"another value the model gives it moves the statistic by {change:.6g} ({norm} norm), "
+        f"more than the declared sensitivity {b.sens[r]:.6g} of its {b.families[r]} mechanism, "
+        "so the declared privacy guarantee (epsilon) does not hold for this statistic. Declare "
+        "the sensitivity the statistic has (the largest change one record can make, e.g. 2 for "
+        "2 * x.sum() of 0/1 records, 2 for a one-hot count vector in L1) or bound each record's "
+        "contribution in the statistic (pt.clip)."
+    )
 
 
 _RESTATE = (
