@@ -31,7 +31,13 @@ from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp.kernels.bessel_sampling import bessel_draw, bessel_logpmf_scalar, sample_bessel
+from pymc_dp.kernels.bessel_sampling import (
+    A_MAX,
+    NU_MAX,
+    bessel_draw,
+    bessel_logpmf_scalar,
+    sample_bessel,
+)
 from pymc_dp.math.bessel import iv_ratio_scalar_op
 
 __all__ = ["Bessel", "BesselLogPMF", "BesselRV", "bessel"]
@@ -65,7 +71,8 @@ class BesselLogPMF(ps.ScalarOp):
 bessel_logpmf_scalar_op = BesselLogPMF(ps.upgrade_to_float64, name="bessel_logpmf")
 bessel_logpmf_pt = Elemwise(bessel_logpmf_scalar_op, name="bessel_logpmf")
 
-_NUMBA_CACHE_VERSION = 2
+_NUMBA_CACHE_VERSION = 3
+_DRAW_CACHE_VERSION = 2
 
 
 @register_scalar_funcify(BesselLogPMF)
@@ -83,6 +90,12 @@ class BesselRV(RandomVariable):
 
     @classmethod
     def rng_fn(cls, rng, nu, a, size):
+        nu_ = np.asarray(nu, dtype=np.float64)
+        a_ = np.asarray(a, dtype=np.float64)
+        if not np.all((nu_ >= 0.0) & (nu_ <= NU_MAX)):
+            raise ValueError(f"Bessel draw: nu must be >= 0 and <= {NU_MAX:g}, got {nu!r}")
+        if not np.all((a_ > 0.0) & (a_ <= A_MAX)):
+            raise ValueError(f"Bessel draw: a must be > 0 and <= {A_MAX:g}, got {a!r}")
         return sample_bessel(nu, a, rng=rng, size=size)
 
 
@@ -93,9 +106,12 @@ bessel = BesselRV()
 def _bessel_numba_core(op, node):
     @numba_njit
     def random(rng, nu, a):
+        if not a > 0.0:  # the distribution's a > 0 (as its logp); bessel_draw checks the rest
+            raise ValueError("Bessel draw: a must be > 0 (as in the log-pmf); got a <= 0 or NaN")
         return bessel_draw(rng, nu, a)
 
-    return random
+    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change)
+    return random, _DRAW_CACHE_VERSION
 
 
 class Bessel(pm.Discrete):
@@ -106,9 +122,16 @@ class Bessel(pm.Discrete):
     Parameters
     ----------
     nu : tensor_like of float
-        Order, >= 0 (real). No gradient.
+        Order, finite and >= 0 (real). No gradient. Random draws need ``nu <= NU_MAX = 1e9``.
     a : tensor_like of float
-        Argument, > 0.
+        Argument, finite and > 0. Random draws need ``a <= A_MAX = 2e9``.
+
+    Notes
+    -----
+    Invalid parameters (NaN, infinite, negative, ``a = 0``) make the log-pmf raise
+    ``ParameterValueError`` and the draws raise ``ValueError`` naming the parameter; draws
+    beyond the sampler's exact range (:data:`pymc_dp.kernels.bessel_sampling.NU_MAX`,
+    :data:`~pymc_dp.kernels.bessel_sampling.A_MAX`) are refused the same way.
 
     Examples
     --------
@@ -140,4 +163,11 @@ class Bessel(pm.Discrete):
     def logp(value, nu, a):
         res = bessel_logpmf_pt(value, nu, a)
         res = pt.switch(pt.ge(value, 0), res, -np.inf)
-        return check_parameters(res, nu >= 0, a > 0, msg="nu >= 0, a > 0")
+        return check_parameters(
+            res,
+            nu >= 0,
+            a > 0,
+            pt.isfinite(nu),
+            pt.isfinite(a),
+            msg="nu >= 0, a > 0, nu and a finite",
+        )

@@ -73,6 +73,7 @@ from pytensor.tensor.random.op import RandomVariable
 from pymc_dp.math.bessel import iv_ratio_scalar_op, log_skellam_kernel
 
 __all__ = [
+    "RATE_MAX",
     "Skellam",
     "SkellamLogPMF",
     "SkellamRV",
@@ -82,6 +83,12 @@ __all__ = [
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+#: Largest Poisson rate the random draws accept. numpy's and numba's Poisson samplers (PTRS,
+#: Hoermann 1993) evaluate their acceptance test in float64 on terms of size
+#: ``mu log(mu)``; at ``mu = 1e9`` its rounding is below 4e-6 in log-probability, and it grows
+#: linearly beyond (at ``1e19`` the draws overflow int64). Larger rates are refused.
+RATE_MAX = 1e9
 
 
 @numba.njit(cache=True)
@@ -119,11 +126,14 @@ def skellam_logpmf(k, mu1, mu2):
     >>> float(skellam_logpmf(100_000, 1e5, 1e-8))  # Poisson(1e5) at its mean
     -6.67540209902...
     """
-    return _skellam_logpmf_ufunc(
-        np.asarray(k, dtype=np.float64),
-        np.asarray(mu1, dtype=np.float64),
-        np.asarray(mu2, dtype=np.float64),
-    )
+    # the kernel's results are finite or correctly -inf; LLVM may evaluate a branch that is
+    # not taken, whose overflow flag numpy would otherwise report
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        return _skellam_logpmf_ufunc(
+            np.asarray(k, dtype=np.float64),
+            np.asarray(mu1, dtype=np.float64),
+            np.asarray(mu2, dtype=np.float64),
+        )
 
 
 class SkellamLogPMF(ps.ScalarOp):
@@ -156,7 +166,8 @@ class SkellamLogPMF(ps.ScalarOp):
 skellam_logpmf_scalar_op = SkellamLogPMF(ps.upgrade_to_float64, name="skellam_logpmf")
 skellam_logpmf_pt = Elemwise(skellam_logpmf_scalar_op, name="skellam_logpmf")
 
-_NUMBA_CACHE_VERSION = 2
+_NUMBA_CACHE_VERSION = 3
+_DRAW_CACHE_VERSION = 2
 
 
 @register_scalar_funcify(SkellamLogPMF)
@@ -174,19 +185,43 @@ class SkellamRV(RandomVariable):
 
     @classmethod
     def rng_fn(cls, rng, mu1, mu2, size):
+        for name, mu in (("mu1", mu1), ("mu2", mu2)):
+            mu = np.asarray(mu, dtype=np.float64)
+            if not np.all((mu > 0.0) & (mu <= RATE_MAX)):
+                raise ValueError(
+                    f"Skellam draw: {name} must be > 0 and <= {RATE_MAX:g} (the largest rate the "
+                    f"Poisson sampler draws exactly), got {mu!r}"
+                )
         return rng.poisson(mu1, size=size) - rng.poisson(mu2, size=size)
 
 
 skellam = SkellamRV()
 
 
+@numba_njit
+def _skellam_draw(rng, mu1, mu2):
+    if not (mu1 > 0.0 and mu1 <= RATE_MAX):  # False for NaN
+        raise ValueError(
+            "Skellam draw: mu1 must be > 0 and <= 1e9 (the largest rate the Poisson sampler "
+            "draws exactly); got a NaN, non-positive or larger mu1"
+        )
+    if not (mu2 > 0.0 and mu2 <= RATE_MAX):
+        raise ValueError(
+            "Skellam draw: mu2 must be > 0 and <= 1e9 (the largest rate the Poisson sampler "
+            "draws exactly); got a NaN, non-positive or larger mu2"
+        )
+    return rng.poisson(mu1) - rng.poisson(mu2)
+
+
 @numba_core_rv_funcify.register(SkellamRV)
 def _skellam_numba_core(op, node):
     @numba_njit
     def random(rng, mu1, mu2):
-        return rng.poisson(mu1) - rng.poisson(mu2)
+        return _skellam_draw(rng, mu1, mu2)
 
-    return random
+    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change);
+    # without one, a stale compiled draw is reused across versions of this module
+    return random, _DRAW_CACHE_VERSION
 
 
 class Skellam(pm.Discrete):
@@ -198,12 +233,14 @@ class Skellam(pm.Discrete):
     about :math:`10^{-13}` relative for :math:`|k|` up to :math:`10^5` and rates from
     :math:`10^{-8}` to :math:`10^6` (see the module docstring for the method), and its gradients
     in ``mu1`` and ``mu2`` are finite everywhere. Random draws are native Numba (difference of
-    Poissons). No ``logcdf``.
+    Poissons), for rates up to :data:`RATE_MAX` ``= 1e9``; larger, NaN or non-positive rates
+    raise ``ValueError`` naming the rate. The log-pmf refuses (``ParameterValueError``) NaN,
+    infinite or non-positive rates. No ``logcdf``.
 
     Parameters
     ----------
     mu1, mu2 : tensor_like of float
-        Poisson rates, > 0.
+        Poisson rates, finite and > 0 (``<= 1e9`` for random draws).
 
     Examples
     --------
@@ -230,4 +267,11 @@ class Skellam(pm.Discrete):
 
     def logp(value, mu1, mu2):
         res = skellam_logpmf_pt(value, mu1, mu2)
-        return check_parameters(res, mu1 > 0, mu2 > 0, msg="mu1 > 0, mu2 > 0")
+        return check_parameters(
+            res,
+            mu1 > 0,
+            mu2 > 0,
+            pt.isfinite(mu1),
+            pt.isfinite(mu2),
+            msg="mu1 > 0, mu2 > 0, mu1 and mu2 finite",
+        )

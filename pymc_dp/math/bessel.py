@@ -304,13 +304,23 @@ def log1pmx_scalar(u):
 
 
 @numba.njit(cache=True)
-def _debye_f(delta, m1, m2, s):
-    """f = s - m1 - m2 + log(2 m1 / (1 + s)) without cancellation; delta = m1 - m2."""
+def _debye_f(delta, m1, m2, s, log_2m1):
+    r"""f = s - m1 - m2 + log(2 m1 / (1 + s)) without cancellation; delta = m1 - m2.
+
+    ``log_2m1`` is :math:`\log(2 m_1)`, passed in so that a subnormal :math:`m_1` (a tiny rate at
+    a huge order) loses no digits. Far from the mode,
+    :math:`\log(2m_1/(1+s)) = \operatorname{log1p}(u)` with :math:`u = (d - A)/(1+s)` exactly,
+    used while :math:`u > -1/2` (when :math:`m_1, m_2` are
+    huge, :math:`2m_1/(1+s)` rounds to 1 and the direct logarithm, multiplied by the order, would
+    lose everything); below, the direct logarithm.
+    """
     d = delta - 1.0
-    a = (1.0 - delta) * (1.0 + delta) / (s + m1 + m2)  # = s - m1 - m2
-    if abs(d) > 0.5:
-        return a + math.log(2.0 * m1 / (1.0 + s))
+    a = ((1.0 - delta) / (s + m1 + m2)) * (1.0 + delta)  # = s - m1 - m2, no overflow
     u = (d - a) / (1.0 + s)  # 1 + u = 2 m1 / (1 + s)
+    if abs(d) > 0.5:
+        if u > -0.5:
+            return a + math.log1p(u)
+        return a + (log_2m1 - math.log1p(s))
     first = -4.0 * m1 * m2 * d * d * (d + 2.0)
     first /= (1.0 + s) * (s + m1 + m2) * (m1 + m2 + delta * s)
     return first + log1pmx_scalar(u)
@@ -326,18 +336,28 @@ def log_skellam_kernel(nu, mu1, mu2):
     """
     r1 = math.sqrt(mu1)
     r2 = math.sqrt(mu2)
-    x = 2.0 * r1 * r2
     if nu < DEBYE_MIN_ORDER:
-        diff = mu1 - mu2
-        head = -(diff * diff) / ((r1 + r2) * (r1 + r2))
-        return head + 0.5 * nu * (math.log(mu1) - math.log(mu2)) + log_ive_scalar(nu, x)
+        half_diff = (mu1 - mu2) / (r1 + r2)  # = r1 - r2, without cancellation or overflow
+        head = -(half_diff * half_diff)
+        half_x = r1 * r2  # x / 2
+        if half_x <= 5e16:  # the argument is clamped so that no branch ever sees a huge x
+            log_ive = log_ive_scalar(nu, 2.0 * min(half_x, 5e16))
+        else:  # x > 1e17 (even beyond the float range): Hankel's expansion, A&S 9.7.1,
+            # log I_nu(x) - x = -log(2 pi x)/2 + log(1 - (4 nu^2 - 1)/(8 x) + O(x^-2)),
+            # relative O(nu^4 / x^2) < 1e-28 here
+            log_x = math.log(2.0) + 0.5 * (math.log(mu1) + math.log(mu2))
+            corr = math.log1p(-(4.0 * nu * nu - 1.0) / (16.0 * max(half_x, 5e16)))
+            log_ive = -0.5 * (_LOG_2PI + log_x) + corr
+        return head + 0.5 * nu * (math.log(mu1) - math.log(mu2)) + log_ive
     m1 = mu1 / nu
     m2 = mu2 / nu
-    z = x / nu
+    z = (2.0 * r1) * (r2 / nu)  # x / nu without overflow of x
     s = math.hypot(1.0, z)
     t = 1.0 / s
-    big = nu * _debye_f((mu1 - mu2) / nu, m1, m2, s)
-    l1pz2 = math.log1p(z * z) if z < 1e150 else 2.0 * math.log(z)
+    log_2m1 = math.log(2.0) + math.log(mu1) - math.log(nu)
+    big = nu * _debye_f((mu1 - mu2) / nu, m1, m2, s, log_2m1)
+    zc = min(z, 1e150)
+    l1pz2 = math.log1p(zc * zc) if z < 1e150 else 2.0 * math.log(z)
     S, _ = _debye_sum(nu, t)
     return big - 0.5 * (_LOG_2PI + math.log(nu)) - 0.25 * l1pz2 + math.log1p(S)
 
