@@ -237,8 +237,30 @@ def get_marginal(base_op, mechanism) -> Callable:
 # helpers
 
 
+def _as_float64(x):
+    x = pt.as_tensor_variable(x)
+    return x.astype("float64") if x.dtype.startswith("float") else x
+
+
 def _params(base_rv):
-    return base_rv.owner.op.dist_params(base_rv.owner)
+    """The base's parameters, floating ones in float64.
+
+    PyTensor turns a Python float literal that float32 represents exactly (``0.5``, ``3.0``)
+    into a float32 constant, so ``pm.Binomial.dist(n=10, p=0.5)`` would compute in float32
+    (errors of 1e-8); the cast is exact and restores float64 arithmetic.
+    """
+    return [_as_float64(q) for q in base_rv.owner.op.dist_params(base_rv.owner)]
+
+
+def _float64_base(base_rv):
+    """``base_rv`` rebuilt with float64 floating parameters (see :func:`_params`)."""
+    node = base_rv.owner
+    params = node.op.dist_params(node)
+    if not any(pt.as_tensor_variable(q).dtype in ("float16", "float32") for q in params):
+        return base_rv
+    rng, size = node.op.rng_param(node), node.op.size_param(node)
+    new = node.op.make_node(rng, size, *_params(base_rv))
+    return new.outputs[node.outputs.index(base_rv)]
 
 
 def safe_logsumexp(x, axis=0):
@@ -444,15 +466,52 @@ def finite_support_marginal(value, base_rv, mechanism):
     # invalid parameters (n < 0, lower > upper) must not ask for a negative-length grid
     hi = pt.maximum(hi, lo)
     checked_rv = base_rv
-    base_rv = _clip_probabilities(base_rv)
-    value = pt.as_tensor_variable(value)
+    base_rv = _clip_probabilities(_float64_base(base_rv))
+    # differences in float64: ``value - k`` in int64 wraps at the int64 edges (INT64_MIN - 1)
+    value = pt.as_tensor_variable(value).astype("float64")
     ndim = value.ndim
     k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), ndim)
     # the value has the variable's full shape (no reference to the RV itself in the graph)
     k = pt.broadcast_to(k, (k.shape[0], *value.shape))
     base_lp = pm.logp(base_rv, k, warn_rvs=False)
-    noise_lp = mechanism.logpdf_pt(value - k)
-    return _check_base_parameters(safe_logsumexp(base_lp + noise_lp, axis=0), checked_rv)
+    lp_ref, rel = _noise_relative_to(mechanism, value - lo.astype("float64"), lo - k)
+    lse = safe_logsumexp(base_lp + rel, axis=0)
+    return _check_base_parameters(lp_ref + lse, checked_rv)
+
+
+def _noise_relative_to(mechanism, t, delta):
+    """``(log eta(t), log eta(t + delta) - log eta(t))`` with the difference accurate.
+
+    For ``|t|`` beyond ``2**53`` (an int64 observation near its edges, or a float one of 1e19)
+    ``t + delta`` rounds to ``t`` and the terms of a sum over a small support would all look
+    alike: the value keeps its relative accuracy but the gradient in the base's parameters
+    is lost. For the built-in families the difference is computed from ``delta`` itself:
+    ``-a delta (t + delta/2) / ((|t + delta| + |t|)/2)`` (Laplace, geometric) and
+    ``-delta (t + delta/2) / sigma^2`` (Gaussian, discrete Gaussian); nothing cancels.
+    ``delta`` (an integer tensor, small) is exact. Other families: the plain density.
+    """
+    t = pt.as_tensor_variable(t).astype("float64")
+    d = pt.as_tensor_variable(delta).astype("float64")
+    fam = mechanism.family
+    if fam in ("laplace", "geometric"):
+        a = np.float64(1.0 / mechanism.scale if fam == "laplace" else -mechanism.log_alpha)
+        half = np.float64(0.5)
+        den = half * pt.abs(t + d) + half * pt.abs(t)  # halves: no overflow at 1.8e308
+        ratio = (t + half * d) / pt.switch(pt.gt(den, 0), den, np.float64(1.0))  # in [-1, 1]
+        rel = -(a * d) * ratio
+    elif fam in ("gaussian", "discrete_gaussian"):
+        s = np.float64(mechanism.sigma)
+        rel = -(d / s) * ((t + np.float64(0.5) * d) / s)
+    else:
+        return pt.zeros_like(t), mechanism.logpdf_pt(t + d)
+    lp_ref = mechanism.logpdf_pt(t)
+    # -inf is right (that term underflows); an intermediate overflow (+inf, inf * 0) is not:
+    # there the direct difference is finite, since lp_ref is
+    direct = mechanism.logpdf_pt(t + d) - lp_ref
+    rel = pt.switch(pt.isnan(rel) | pt.eq(rel, np.inf), direct, rel)
+    # an observation whose own density underflows (or is off the integers): -inf, no NaN
+    rel = pt.switch(pt.isfinite(lp_ref), rel, np.float64(0.0))
+    return lp_ref, rel
 
 
 # ---------------------------------------------------------------------------------------------
