@@ -37,17 +37,21 @@ Truncated sums and their tail bound
 -----------------------------------
 For a base ``p`` on the non-negative integers (Poisson, NegativeBinomial) and a noise law
 ``eta`` that is symmetric and non-increasing in ``|t|`` (geometric, Laplace, discrete Gaussian),
-each observation ``z`` sums ``y`` over a window ``[lo, hi]``: from ``W`` points below
-``min(c, m)`` to ``W`` points above ``max(c, m)``, where ``c = max(round(z), 0)`` (``floor``
-for the Laplace mechanism), ``m`` is the base's mean (moved towards ``c`` if needed to keep
-the grid below ``MAX_GRID_CELLS``), and ``lo >= 0``. ``W`` makes
-``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``). Since ``eta`` is non-increasing
-in the distance,
+each observation ``z`` sums ``y`` over a window ``[lo, hi]``, the shorter of (see
+:func:`truncated_sum_window`) the *noise window*, from ``W`` points below ``min(c, m)`` to
+``W`` points above ``max(c, m)``, where ``c = max(round(z), 0)`` (``floor`` for the Laplace
+mechanism), ``m`` is the base's mean (moved towards ``c`` if needed) and ``W`` makes
+``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``); and the *base window*, the
+base's mean plus or minus a half-width holding its bulk (for observations within 25 nats of
+noise of the mean), whose length does not grow with the noise scale. The common window length
+is capped at ``MAX_GRID_CELLS // records``, so the grid never holds more than
+``max(MAX_GRID_CELLS, records)`` cells. Since ``eta`` is non-increasing in the distance, for
+any window
 
 .. math::
 
-    \sum_{y > hi} p(y)\,\eta(z - y) \le \eta(hi + 1 - z)\, P(Y > hi), \qquad
-    \sum_{y < lo} p(y)\,\eta(z - y) \le \eta(z - lo + 1)\, P(Y < lo).
+    \sum_{y > hi} p(y)\,\eta(z - y) \le \eta(\max(hi + 1 - z, 0))\, P(Y > hi), \qquad
+    \sum_{y < lo} p(y)\,\eta(z - y) \le \eta(\max(z - lo + 1, 0))\, P(Y < lo).
 
 The tail probabilities are bounded from above in log space (the smaller of the regularized
 incomplete gamma/beta function, floored at 1e-300, and the geometric-series bound
@@ -94,6 +98,7 @@ __all__ = [
     "registered_marginals",
     "safe_logsumexp",
     "truncated_sum_marginal",
+    "truncated_sum_window",
 ]
 
 #: half-width of truncation windows: ``eta(W + 1) <= eta(0) * exp(-TAIL_NATS)``
@@ -518,21 +523,25 @@ def _noise_relative_to(mechanism, t, delta):
 # truncated sums
 
 
-def _window_halfwidth(mechanism) -> int:
+def _window_halfwidth(mechanism, nats: float | None = None) -> int:
+    """Distance beyond which the noise density is below ``eta(0) e^{-nats}`` (default
+    ``TAIL_NATS``), rounded up, plus one."""
+    nats = TAIL_NATS if nats is None else nats
     fam = mechanism.family
     if fam == "geometric":
-        w = TAIL_NATS / (-mechanism.log_alpha)
+        w = nats / (-mechanism.log_alpha)
     elif fam == "laplace":
-        w = TAIL_NATS * mechanism.scale
+        w = nats * mechanism.scale
     elif fam in ("discrete_gaussian", "gaussian"):
-        w = math.sqrt(2.0 * TAIL_NATS) * mechanism.sigma
+        w = math.sqrt(2.0 * nats) * mechanism.sigma
     else:  # pragma: no cover - guarded by the registry
         raise NotImplementedError(fam)
     return math.ceil(w) + 1
 
 
 def _count_tails(base_rv):
-    """``(center, below(k), above(k))``: upper bounds on ``log P(Y <= k - 1)``, ``log P(Y > k)``.
+    """``(center, width, below(k), above(k))``: the base's mean, a half-width holding its bulk,
+    and upper bounds on ``log P(Y <= k - 1)``, ``log P(Y > k)``.
 
     Each bound is the smaller of two valid upper bounds: the regularized incomplete gamma /
     beta function in the direction that is relatively accurate in the tail (an underflow to 0
@@ -545,8 +554,10 @@ def _count_tails(base_rv):
     tiny = np.float64(1e-300)
     one = np.float64(1.0)
 
+    base64 = _float64_base(base_rv)
+
     def lpmf(k):
-        return pm.logp(base_rv, pt.maximum(k, 0.0).astype("int64"), warn_rvs=False)
+        return pm.logp(base64, pt.maximum(k, 0.0).astype("int64"), warn_rvs=False)
 
     if name == "PoissonRV":
         (mu,) = params
@@ -564,7 +575,9 @@ def _count_tails(base_rv):
             geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
             return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
 
-        return mu, below, above
+        # Poisson tails are sub-gamma: P(|Y - mu| > sqrt(2 T mu) + T) <= 2 e^{-T}
+        width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * mu) + np.float64(TAIL_NATS)
+        return mu, width, below, above
     if name == "NegBinomialRV":
         n, p = params
         n = pt.as_tensor_variable(n).astype("float64")
@@ -579,40 +592,87 @@ def _count_tails(base_rv):
             geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
             return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
 
-        return n * (one - p) / p, below, above
+        # a Gaussian part plus the geometric tail of ratio (1 - p): a heuristic width (the
+        # bound check certifies the window actually used)
+        var = n * (one - p) / (p * p)
+        width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * var) + np.float64(TAIL_NATS) / (
+            -pt.log1p(-pt.clip(p, np.float64(1e-300), np.float64(1.0)))
+        )
+        return n * (one - p) / p, width, below, above
     raise NotImplementedError(f"no tail bounds for {name}")
+
+
+#: the base window is used for records within this many nats of noise of the base's mean
+_NEAR_NATS = 25.0
+
+
+def truncated_sum_window(value, base_rv, mechanism):
+    """``(start, length)``: the first point of each record's window and the common length.
+
+    Each record sums ``y`` over ``[start, start + length - 1]``, the shorter of
+
+    * the *noise window*, from ``W`` points below ``min(c, m)`` to ``W`` above ``max(c, m)``
+      (``c`` the observation, ``m`` the base's mean moved at most ``reach`` points from ``c``,
+      ``W`` the noise half-width of ``TAIL_NATS``), and
+    * the *base window*, ``m`` plus or minus the base's bulk half-width (used for records
+      within ``_NEAR_NATS`` nats of noise of ``m``): its length does not grow with the noise
+      scale, so a small epsilon no longer makes a records x (140 / epsilon) grid.
+
+    ``length`` is at most ``MAX_GRID_CELLS // records`` (and at least 1), so the grid has at
+    most ``max(MAX_GRID_CELLS, records)`` cells whatever the parameters. Any window is valid:
+    the tail bound of :func:`truncated_sum_marginal` decides what it certifies.
+    """
+    value = pt.as_tensor_variable(value).astype("float64")
+    w = _window_halfwidth(mechanism)
+    near = np.float64(_window_halfwidth(mechanism, _NEAR_NATS))
+    center, width, _, _ = _count_tails(base_rv)
+    limit = np.float64(2.0**52)
+    c = pt.floor(value) if not mechanism.integer else pt.round(value)
+    c = pt.clip(c, 0.0, limit)
+    cap = pt.maximum(MAX_GRID_CELLS // pt.maximum(value.size, 1), 1)
+    # the base's mean (invalid or non-finite parameters in warm-up: the observation)
+    m = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
+    m = pt.switch(pt.isfinite(m), pt.clip(m, 0.0, limit), c)
+    # noise window: stretched from the observation towards the mean, at most `reach` points
+    reach = pt.maximum(cap - (2 * w + 2), 0).astype("float64")
+    m_a = pt.clip(m, c - reach, c + reach)
+    start_a = pt.maximum(pt.minimum(c, m_a) - w, 0.0)
+    end_a = pt.maximum(c, m_a) + w
+    # base window
+    wb = zero_grad(pt.broadcast_to(pt.ceil(width), value.shape)) + 1.0
+    start_b = pt.maximum(m - wb, 0.0)
+    end_b = m + wb
+    use_b = pt.lt(end_b - start_b, end_a - start_a) & pt.le(pt.abs(c - m), near)
+    start = pt.switch(use_b, start_b, start_a)
+    end = pt.switch(use_b, end_b, end_a)
+    length = pt.max(end - start).astype("int64") + 1
+    length = pt.minimum(pt.maximum(length, 1), cap)
+    return start, length
 
 
 def truncated_sum_marginal(value, base_rv, mechanism):
     """Poisson / NegativeBinomial base, symmetric unimodal noise: windowed sum, asserted tail.
 
-    See the module docstring for the bound. Returns ``-inf`` where the bound cannot be
-    certified at ``TAIL_TOL``.
+    The windows are those of :func:`truncated_sum_window`; see the module docstring for the
+    bound. Returns ``-inf`` where the bound cannot be certified at ``TAIL_TOL``.
     """
     value = pt.as_tensor_variable(value).astype("float64")
-    w = _window_halfwidth(mechanism)
-    center, log_below, log_above = _count_tails(base_rv)
-    c = pt.floor(value) if not mechanism.integer else pt.round(value)
-    c = pt.clip(c, 0.0, np.float64(2.0**52))
-    # stretch each window from the observation towards the base's mean, at most `reach`
-    # points, so that the grid never exceeds MAX_GRID_CELLS (parameters far out in warm-up
-    # would otherwise ask for huge windows; there the bound check decides)
-    reach = pt.maximum(MAX_GRID_CELLS // pt.maximum(value.size, 1) - (2 * w + 2), 0)
-    reach = reach.astype("float64")
-    center = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
-    center = pt.clip(center, c - reach, c + reach)
-    start = pt.maximum(pt.minimum(c, center) - w, 0.0)
-    length = zero_grad(pt.max(pt.maximum(c, center) + w + 1.0 - start)).astype("int64") + 1
+    _, _, log_below, log_above = _count_tails(base_rv)
+    start, length = truncated_sum_window(value, base_rv, mechanism)
     steps = pt.arange(length).astype("float64")
     y = pt.shape_padleft(start) + _grid_axis(steps, start.ndim)
     end = start + (length - 1).astype("float64")
-    base_lp = pm.logp(base_rv, y.astype("int64"), warn_rvs=False)
+    base_lp = pm.logp(_float64_base(base_rv), y.astype("int64"), warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - y)
     lse = safe_logsumexp(base_lp + noise_lp, axis=0)
-    # neglected mass: sup of eta beyond each end times the base tail probability there
-    upper = mechanism.logpdf_pt(end + 1.0 - value) + log_above(end)
+    # neglected mass: sup of eta beyond each end times the base tail probability there (the
+    # observation may lie beyond an end: then the sup is eta(0))
+    zero = np.float64(0.0)
+    upper = mechanism.logpdf_pt(pt.maximum(end + 1.0 - value, zero)) + log_above(end)
     lower = pt.switch(
-        start > 0, mechanism.logpdf_pt(value - (start - 1.0)) + log_below(start), -np.inf
+        start > 0,
+        mechanism.logpdf_pt(pt.maximum(value - (start - 1.0), zero)) + log_below(start),
+        -np.inf,
     )
     bound = pt.logaddexp(upper, lower)
     ok = zero_grad(bound - lse) <= np.float64(math.log(TAIL_TOL))
