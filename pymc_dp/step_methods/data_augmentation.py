@@ -565,7 +565,7 @@ class DataAugmentation(BlockedStep):
             args = list(base)
             for i, a in enumerate(args):
                 if i not in pos and np.issubdtype(a.dtype, np.floating):
-                    args[i] = a + rng.normal(size=a.shape)
+                    args[i] = np.asarray(a + rng.normal(size=a.shape), dtype=a.dtype)
             try:
                 cur = [np.array(r) for r in prop_fn(*args)]
                 alt, changed = _differing_records(
@@ -854,8 +854,8 @@ class DataAugmentation(BlockedStep):
             if d.shape != np.shape(a):
                 return False, None
 
-        def at(recs):
-            a = list(args)
+        def at(recs, base=args):
+            a = list(base)
             for p, r in zip(pos, recs, strict=True):
                 a[p] = r
             return [np.asarray(o, dtype=np.float64) for o in check(*a)]
@@ -870,19 +870,32 @@ class DataAugmentation(BlockedStep):
         alt, changed = _differing_records(lambda: proposer.draw(args, check_rng), cur, n)
         if not changed.all():
             return False, None
-        consts = []
-        for recs in (cur, *draws, *_mixtures(cur, alt, n, check_rng)):
-            T, tsum, _ = at(recs)
-            if T.shape != tsum.shape:
-                return False, None
-            consts.append((T - tsum, np.abs(T).max(initial=0.0) + np.abs(tsum).max(initial=0.0)))
-        scale = 1.0 + max(s for _, s in consts)
-        if not all(
-            np.all(np.isfinite(c)) and np.abs(c - consts[0][0]).max(initial=0.0) <= _RTOL * scale
-            for c, _ in consts
-        ):
+        consts = _additive_consts(at, args, [cur, *draws, *_mixtures(cur, alt, n, check_rng)])
+        if consts is None:
             return False, None
-        const = np.ascontiguousarray(np.asarray(consts[0][0], dtype=np.float64).reshape(-1))
+        const = np.ascontiguousarray(np.asarray(consts, dtype=np.float64).reshape(-1))
+        if free_inputs:
+            # T involves other variables: the decomposition must also hold at other values of
+            # them (a coupling term whose coefficient is 0 at the initial point passes above),
+            # checked at two random points with random records; else the exact generic path
+            for _ in range(2):
+                r_args = list(args)
+                for i_, a_ in enumerate(r_args):
+                    if i_ not in pos and np.issubdtype(np.asarray(a_).dtype, np.floating):
+                        # an ndarray of the same dtype (the compiled functions trust input)
+                        r_args[i_] = np.asarray(
+                            a_ + check_rng.normal(size=np.shape(a_)), dtype=np.asarray(a_).dtype
+                        )
+                try:
+                    r_cur = [np.array(r) for r in proposer.draw(r_args, check_rng)]
+                    r_alt, _ = _differing_records(
+                        lambda a=r_args: proposer.draw(a, check_rng), r_cur, n
+                    )
+                except Exception:
+                    return False, None
+                configs = [r_cur, *_mixtures(r_cur, r_alt, n, check_rng)]
+                if _additive_consts(at, r_args, configs) is None:
+                    return False, None
 
         # 2. conditional independence: changing record j changes only row j of the terms
         _check_rows(lambda recs: at(recs)[2], cur, alt, changed, n, label)
@@ -1023,6 +1036,27 @@ class DataAugmentation(BlockedStep):
             return {k: step_stats[k] for k in ("da_accept_rate", "da_accept_min")}
 
         return (update_stats,)
+
+
+def _additive_consts(at, args, configs):
+    """``T - sum_i t(x_i)`` if it is the same (finite) at every record configuration, else None.
+
+    ``at(recs, args)`` returns ``[T, sum_i t(x_i), rows]`` with the records ``recs`` put into
+    the point ``args``.
+    """
+    consts = []
+    for recs in configs:
+        T, tsum, _ = at(recs, args)
+        if T.shape != tsum.shape:
+            return None
+        consts.append((T - tsum, np.abs(T).max(initial=0.0) + np.abs(tsum).max(initial=0.0)))
+    scale = 1.0 + max(s for _, s in consts)
+    if not all(
+        np.all(np.isfinite(c)) and np.abs(c - consts[0][0]).max(initial=0.0) <= _RTOL * scale
+        for c, _ in consts
+    ):
+        return None
+    return consts[0][0]
 
 
 def _record_differs(a, b, n) -> np.ndarray:
