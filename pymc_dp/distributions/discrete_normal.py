@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
@@ -28,20 +29,49 @@ from pytensor.tensor.random.op import RandomVariable
 
 from pymc_dp.kernels.discrete_gaussian import logcdf_pt, logpmf_pt
 
-__all__ = ["DiscreteNormal", "DiscreteNormalRV", "discrete_normal"]
+__all__ = ["DRAW_SIGMA_MAX", "DiscreteNormal", "DiscreteNormalRV", "discrete_normal"]
 
 
-def _draw_numpy(rng, sigma):
+#: Largest ``sigma`` the random draws accept. The discrete-Laplace proposals are differences of
+#: float-inversion geometric draws of mean about ``sigma``; up to ``1e9`` they stay far below
+#: ``2**53`` (integers exact in float64, rounding of the inversion below 1e-6 in absolute value).
+#: Larger ``sigma`` is refused (before, the int64 proposals overflowed and the sampler hung).
+DRAW_SIGMA_MAX = 1e9
+_DRAW_CACHE_VERSION = 4
+_DRAW_POINT_MASS_SIGMA = 0.1
+#: below it the log-CDF is the closed form of a law whose mass off 0 is below exp(-200)
+_LOGCDF_SMALL_SIGMA = 0.05
+
+
+@numba.njit(cache=True)  # no fastmath: NaN/inf/subnormal tests must hold
+def _draw(rng, sigma):
     """One draw (CKS 2020 Algorithm 3 with float uniforms): discrete Laplace proposal with
     scale ``t = floor(sigma) + 1``, accepted with probability
-    ``exp(-(|y| - sigma^2/t)^2 / (2 sigma^2))``."""
+    ``exp(-((|y| - sigma^2/t) / sigma)^2 / 2)`` (in this form no division by an underflowing
+    ``sigma**2``: a subnormal ``sigma`` gives 0 exactly)."""
+    if not (sigma > 0.0 and sigma <= DRAW_SIGMA_MAX):  # False for NaN
+        raise ValueError(
+            "DiscreteNormal draw: sigma must be > 0 and <= 1e9 (DRAW_SIGMA_MAX, the sampler's "
+            "exact range); got a NaN, non-positive or larger sigma"
+        )
+    if sigma <= _DRAW_POINT_MASS_SIGMA:
+        # P(K != 0) = 2 exp(-1/(2 sigma^2)) / Z < 4e-22, below the resolution 2**-53 of the
+        # float uniforms: the sampler below would return 0 (and subnormal sigma is avoided)
+        return 0
     t = math.floor(sigma) + 1.0
     p = -math.expm1(-1.0 / t)  # geometric success probability, 1 - exp(-1/t)
+    c = sigma * sigma / t
     while True:
-        y = int(rng.geometric(p)) - int(rng.geometric(p))
-        u = abs(y) - sigma * sigma / t
-        if rng.random() < math.exp(-u * u / (2.0 * sigma * sigma)):
+        y = rng.geometric(p) - rng.geometric(p)
+        u = (abs(y) - c) / sigma
+        if rng.random() < math.exp(-0.5 * u * u):
             return y
+
+
+@numba.njit(cache=True)  # no fastmath: NaN/inf/subnormal tests must hold
+def _draw_flat(rng, sigma, out):
+    for i in range(out.size):
+        out[i] = _draw(rng, sigma[i])
 
 
 class DiscreteNormalRV(RandomVariable):
@@ -55,14 +85,15 @@ class DiscreteNormalRV(RandomVariable):
     @classmethod
     def rng_fn(cls, rng, sigma, size):
         sigma = np.asarray(sigma, dtype=np.float64)
-        if not np.all(np.isfinite(sigma) & (sigma > 0.0)):
-            raise ValueError(f"DiscreteNormal: sigma must be finite and > 0, got {sigma!r}")
+        if not np.all((sigma > 0.0) & (sigma <= DRAW_SIGMA_MAX)):
+            raise ValueError(
+                f"DiscreteNormal draw: sigma must be > 0 and <= {DRAW_SIGMA_MAX:g}, got {sigma!r}"
+            )
         shape = np.broadcast_shapes(sigma.shape, () if size is None else tuple(size))
-        sig = np.broadcast_to(sigma, shape)
-        out = np.empty(shape, dtype=np.int64)
-        for idx in np.ndindex(shape):  # fallback only; the numba core below is the hot path
-            out[idx] = _draw_numpy(rng, float(sig[idx]))
-        return out
+        sig = np.ascontiguousarray(np.broadcast_to(sigma, shape)).ravel()
+        out = np.empty(sig.size, dtype=np.int64)
+        _draw_flat(rng, sig, out)  # the numba core below is the hot path of pm.draw
+        return out.reshape(shape)
 
 
 discrete_normal = DiscreteNormalRV()
@@ -72,18 +103,10 @@ discrete_normal = DiscreteNormalRV()
 def _discrete_normal_numba_core(op, node):
     @numba_njit
     def random(rng, sigma):
-        if not (sigma > 0.0 and sigma < math.inf):
-            raise ValueError("DiscreteNormal: sigma must be finite and > 0")
-        t = math.floor(sigma) + 1.0
-        p = -math.expm1(-1.0 / t)
-        c = sigma * sigma / t
-        while True:
-            y = rng.geometric(p) - rng.geometric(p)
-            u = abs(y) - c
-            if rng.random() < math.exp(-u * u / (2.0 * sigma * sigma)):
-                return y
+        return _draw(rng, sigma)
 
-    return random
+    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change)
+    return random, _DRAW_CACHE_VERSION
 
 
 class DiscreteNormal(Discrete):
@@ -113,8 +136,10 @@ class DiscreteNormal(Discrete):
     Notes
     -----
     Forward draws (``pm.draw``, predictive sampling) use CKS Algorithm 3 with the PyMC random
-    generator's float uniforms: exact in law up to float rounding, meant for simulation. For real
-    releases use the mechanism's exact integer sampler.
+    generator's float uniforms: exact in law up to float rounding, meant for simulation, for
+    ``sigma <= DRAW_SIGMA_MAX = 1e9``. For real releases use the mechanism's exact integer
+    sampler. NaN, infinite or non-positive ``sigma`` raises ``ParameterValueError`` in
+    ``logp``/``logcdf`` and ``ValueError`` in draws (as does ``sigma > 1e9`` there).
     """
 
     rv_op = discrete_normal
@@ -133,11 +158,25 @@ class DiscreteNormal(Discrete):
         return mode
 
     def logp(value, sigma):
-        safe = pt.maximum(sigma, np.float64(1e-300))  # keep the masked branch finite
+        # keep the masked branch finite; below 1e-300 the law is the point mass at 0 either way
+        safe = pt.clip(sigma, np.float64(1e-300), np.float64(1e300))
         res = logpmf_pt(value, safe)
-        return check_parameters(res, sigma > 0, msg="sigma > 0")
+        return check_parameters(res, sigma > 0, pt.isfinite(sigma), msg="sigma > 0, sigma finite")
 
     def logcdf(value, sigma):
-        safe = pt.maximum(sigma, np.float64(1e-300))
-        res = logcdf_pt(value, safe)
-        return check_parameters(res, sigma > 0, msg="sigma > 0")
+        # sigma < 0.05: the mass off 0 is below exp(-200), and exactly (to relative 1e-80)
+        # log F(k) = -k^2/(2 sigma^2) for k < 0 and log F(k) = -exp(-(k+1)^2/(2 sigma^2))
+        # for k >= 0 (the upper tail is its first term); written with k/sigma so that a tiny
+        # sigma gives -inf and -0.0, never 0/0
+        k = pt.floor(pt.as_tensor_variable(value)).astype("float64")
+        s_small = pt.clip(sigma, np.float64(5e-324), np.float64(_LOGCDF_SMALL_SIGMA))
+        z_neg = k / s_small
+        z_pos = (k + np.float64(1.0)) / s_small
+        small = pt.switch(
+            pt.lt(k, np.float64(0.0)),
+            np.float64(-0.5) * z_neg * z_neg,
+            -pt.exp(np.float64(-0.5) * z_pos * z_pos),
+        )
+        big = logcdf_pt(value, pt.clip(sigma, np.float64(_LOGCDF_SMALL_SIGMA), np.float64(1e300)))
+        res = pt.switch(pt.lt(sigma, np.float64(_LOGCDF_SMALL_SIGMA)), small, big)
+        return check_parameters(res, sigma > 0, pt.isfinite(sigma), msg="sigma > 0, sigma finite")

@@ -167,7 +167,7 @@ skellam_logpmf_scalar_op = SkellamLogPMF(ps.upgrade_to_float64, name="skellam_lo
 skellam_logpmf_pt = Elemwise(skellam_logpmf_scalar_op, name="skellam_logpmf")
 
 _NUMBA_CACHE_VERSION = 3
-_DRAW_CACHE_VERSION = 2
+_DRAW_CACHE_VERSION = 3
 
 
 @register_scalar_funcify(SkellamLogPMF)
@@ -198,7 +198,7 @@ class SkellamRV(RandomVariable):
 skellam = SkellamRV()
 
 
-@numba_njit
+@numba.njit(cache=True)  # no fastmath: NaN/inf/subnormal tests must hold
 def _skellam_draw(rng, mu1, mu2):
     if not (mu1 > 0.0 and mu1 <= RATE_MAX):  # False for NaN
         raise ValueError(
