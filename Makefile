@@ -17,10 +17,10 @@ demo: $(STAMP)
 	$(PY) -m pymc_dp.demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -n auto -m slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
