@@ -72,7 +72,7 @@ import math
 import numba
 import numpy as np
 
-from pymc_dp.math.bessel import log_iv_scalar, log_skellam_kernel
+from pymc_dp.math.bessel import log1pmx_scalar, log_iv_scalar, log_skellam_kernel
 
 __all__ = [
     "A_MAX",
@@ -184,20 +184,31 @@ def bessel_logpmf_scalar(n, nu, a):
     if a == 0.0:
         return 0.0 if n == 0.0 else -np.inf
     lam2 = (0.5 * a) * (a / (math.hypot(nu, a) + nu))  # q*: lam2 (lam2 + nu) = a^2 / 4
-    if lam2 > 0.0:
+    if lam2 > 1e-280:
         lam1 = lam2 + nu
         return (
             log_poisson_real(n + nu, lam1)
             + log_poisson_real(n, lam2)
             - log_skellam_kernel(nu, lam1, lam2)
         )
-    # a^2/4 underflows against nu: direct form
-    return (
-        (2.0 * n + nu) * math.log(0.5 * a)
-        - log_iv_scalar(nu, a)
-        - math.lgamma(n + 1.0)
-        - math.lgamma(n + nu + 1.0)
-    )
+    # a^2/4 is negligible against nu + 1 (lam2 ~ a^2 / (4 nu) would be subnormal): with
+    # I_nu(a) = (a/2)^nu / Gamma(nu + 1) * 0F1(; nu + 1; a^2/4) and log 0F1 = lam2 (1 + O(lam2)),
+    # log P(n) = 2n log(a/2) - log n! - log[Gamma(nu + 1 + n) / Gamma(nu + 1)] - lam2,
+    # the (a/2)^nu of numerator and I_nu cancelled analytically (no cancellation at nu ~ 1e300)
+    return 2.0 * n * math.log(0.5 * a) - math.lgamma(n + 1.0) - _log_rising(nu + 1.0, n) - lam2
+
+
+@numba.njit(cache=True)
+def _log_rising(x, h):
+    """``log Gamma(x + h) - log Gamma(x)`` for ``x >= 1``, ``h >= 0``, without cancellation."""
+    if x < 1e3:
+        return math.lgamma(x + h) - math.lgamma(x)
+    # Stirling: (x + h - 1/2) log(x + h) - (x - 1/2) log x - h + stirlerr(x + h) - stirlerr(x),
+    # written as h log(x + h) - log1p(h/x)/2 + x log1pmx(h/x) + ...; stirlerr(y) = 1/(12 y)
+    # - 1/(360 y^3) + O(y^-5), an error below 1e-15 at x >= 1e3
+    y = x + h
+    stirl = (1.0 / 12.0) * (1.0 / y - 1.0 / x) - (1.0 / 360.0) * (1.0 / y**3 - 1.0 / x**3)
+    return h * math.log(y) - 0.5 * math.log1p(h / x) + x * log1pmx_scalar(h / x) + stirl
 
 
 @numba.vectorize(

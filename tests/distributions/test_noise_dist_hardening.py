@@ -190,6 +190,29 @@ def test_bessel_logpmf_at_int64_edges_and_huge_parameters_vs_mpmath(nu, a):
     assert pm.logp(Bessel.dist(f64(nu), f64(a)), np.int64(I64_MIN)).eval() == -np.inf
 
 
+# a^2 / (4 nu) below the normal range: once NaN (nu = 9.4e305, a = 6.8e-278, found by
+# tests/test_fuzz.py), +6e296 (nu = 1e305, a = 1e-10) or 1e-8 relative error (subnormal q*)
+BESSEL_TINY_Q = [
+    (9.442114821779076e305, 6.828867792932625e-278),
+    (1e305, 1e-10),
+    (1e300, 1e-10),
+    (2e8, 1e-155),
+    (5e7, 1e-155),
+    (1001.0, 1e-160),
+    (0.5, 1e-200),
+]
+
+
+@pytest.mark.parametrize("nu, a", BESSEL_TINY_Q)
+def test_bessel_logpmf_when_a_is_negligible_against_nu_vs_mpmath(nu, a):
+    ns = np.array([0, 1, 11, 10**6, 2**62], dtype=np.int64)
+    ours = pm.logp(Bessel.dist(f64(nu), f64(a)), ns).eval()
+    assert not np.any(np.isnan(ours)) and not np.any(ours > 0.0), ours
+    for n, v in zip(ns, ours, strict=True):
+        ref = mp_bessel(int(n), nu, a)
+        assert _err(v, ref) <= 1e-12, (int(n), nu, a, v, mp.nstr(ref, 17))
+
+
 # ---- DiscreteNormal -----------------------------------------------------------------------------
 @pytest.mark.parametrize("sigma", [np.nan, np.inf, 0.0, -1.0, 1e300, 1e15])
 def test_discrete_normal_draws_refuse_invalid_or_unrepresentable_sigma(sigma):
