@@ -36,11 +36,11 @@ def test_report_lists_every_release_with_its_mechanism(model):
 
 def test_total_is_sequential_composition(model):
     report = pmdp.privacy_report(model)
-    # a Gaussian given by rho has no finite epsilon of its own: the total epsilon is infinite,
-    # and rho is not defined for the pure-DP mechanisms
+    # a Gaussian given by rho has no finite epsilon of its own: the total epsilon is infinite;
+    # pure epsilon-DP is (epsilon^2/2)-zCDP (Bun & Steinke 2016, Prop. 1.4), so rho adds up
     assert math.isinf(report.total.epsilon)
     assert report.total.delta == 0.0
-    assert report.total.rho is None
+    assert report.total.rho == pytest.approx(0.5**2 / 2 + 0.25**2 / 2 + 0.125, rel=1e-15)
     pure = pmdp.compose(e.mechanism for e in report.entries if e.mechanism.family != "gaussian")
     assert pure.epsilon == pytest.approx(0.75, abs=1e-12)
 

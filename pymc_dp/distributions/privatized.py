@@ -36,7 +36,11 @@ from pytensor.tensor import TensorVariable
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.utils import normalize_size_param
 
-from pymc_dp.distributions._observed import check_integer_source, check_released_values
+from pymc_dp.distributions._observed import (
+    check_integer_source,
+    declared_shape,
+    prepare_observed,
+)
 from pymc_dp.distributions.marginals import get_marginal
 from pymc_dp.mechanisms.base import Mechanism
 
@@ -58,10 +62,11 @@ class PrivatizedRV(SymbolicRandomVariable):
         super().__init__(*args, **kwargs)
 
     def __eq__(self, other):
-        return super().__eq__(other) and self.mechanism is other.mechanism
+        # mechanisms are immutable values: equal laws and guarantees make equal Ops
+        return super().__eq__(other) and self.mechanism == other.mechanism
 
     def __hash__(self):
-        return hash((super().__hash__(), id(self.mechanism)))
+        return hash((super().__hash__(), self.mechanism))
 
     @classmethod
     def rv_op(cls, dist, *, mechanism: Mechanism, size=None, rng=None):
@@ -106,6 +111,12 @@ class Privatized(Distribution):
     PyMC's simulation RNG, not the secure source of :meth:`Mechanism.release`: do not use
     these draws as real releases.
 
+    Observed values are refused (``ValueError`` naming ``observed``) when they are masked,
+    NaN, infinite, of another shape than ``shape``/``dims``, fractional for an integer
+    mechanism, or out of range (``|z| <= 2**53`` for integer mechanisms, ``1e300`` otherwise);
+    integer values are kept exactly (int64, no int32 wrap). A ``pm.Data`` release is checked
+    whenever the log-likelihood is evaluated, so ``pm.set_data`` gets the same refusals.
+
     Examples
     --------
     >>> import numpy as np, pymc as pm, pymc_dp as pmdp
@@ -129,12 +140,21 @@ class Privatized(Distribution):
 
     def __new__(cls, name, dist, mechanism, *args, marginalize: bool = True, **kwargs):
         _check_inputs(dist, mechanism)
-        # an integer mechanism releases integers (``_check_inputs`` refuses a non-integer base)
-        check_released_values(kwargs.get("observed"), integer=mechanism.integer)
+        model = pm.modelcontext(kwargs.get("model"))
+        # released values: finite, in range, integers for an integer mechanism (whose base
+        # ``_check_inputs`` requires to be integer), of the declared shape; pm.Data releases are
+        # also checked in the graph, so pm.set_data gets the same refusals
+        shape, fixed = declared_shape(kwargs, model)
+        if "observed" in kwargs:
+            kwargs["observed"] = prepare_observed(
+                kwargs["observed"],
+                integer=mechanism.integer,
+                release=name,
+                shape=shape,
+                fixed=fixed,
+            )
         if marginalize:
             return super().__new__(cls, name, dist, mechanism, *args, **kwargs)
-        _check_inputs(dist, mechanism)
-        model = pm.modelcontext(kwargs.get("model"))
         dims = kwargs.get("dims")
         shape = kwargs.get("shape")
         observed = kwargs.get("observed")

@@ -38,7 +38,11 @@ from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp.distributions._observed import check_integer_source, check_released_values
+from pymc_dp.distributions._observed import (
+    check_integer_source,
+    declared_shape,
+    prepare_observed,
+)
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = [
@@ -126,6 +130,13 @@ class ReleaseRV(SymbolicRandomVariable):
         self.mechanism = mechanism
         super().__init__(*args, **kwargs)
 
+    def __eq__(self, other):
+        # mechanisms are immutable values: Ops with different noise laws are never merged
+        return super().__eq__(other) and self.mechanism == other.mechanism
+
+    def __hash__(self):
+        return hash((super().__hash__(), self.mechanism))
+
     @classmethod
     def rv_op(cls, statistic, *, mechanism: Mechanism, size=None, rng=None):
         if rng is not None:
@@ -197,8 +208,18 @@ class Release(Distribution):
     rv_op = ReleaseRV.rv_op
 
     def __new__(cls, name, statistic, mechanism, **kwargs):
-        # an integer mechanism releases integers (its statistic is checked in ``dist``)
-        check_released_values(kwargs.get("observed"), integer=getattr(mechanism, "integer", False))
+        # released values: finite, in range, integers for an integer mechanism (whose statistic
+        # is checked in ``dist``), of the declared shape; pm.Data releases are also checked in
+        # the graph, so pm.set_data gets the same refusals
+        if "observed" in kwargs:
+            shape, fixed = declared_shape(kwargs, kwargs.get("model"))
+            kwargs["observed"] = prepare_observed(
+                kwargs["observed"],
+                integer=getattr(mechanism, "integer", False),
+                release=name,
+                shape=shape,
+                fixed=fixed,
+            )
         rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
         # only releases registered in a model mark their records (Release.dist does not)
         for parent in record_parents(rv.owner.inputs[0]):
@@ -249,7 +270,9 @@ def _as_int(value):
 @_logprob.register(ReleaseRV)
 def _release_logp(op, values, statistic, *rngs, **kwargs):
     [value] = values
-    return op.mechanism.logpdf_pt(value - statistic)
+    # the residual in float64: an int64 difference could wrap, and every allowed release
+    # (|z| <= 2**53 for integer mechanisms) is exact in float64
+    return op.mechanism.logpdf_pt(pt.cast(value, "float64") - pt.cast(statistic, "float64"))
 
 
 @_support_point.register(ReleaseRV)
