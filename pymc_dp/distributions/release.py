@@ -188,6 +188,13 @@ class Release(Distribution):
     :class:`~pymc_dp.step_methods.data_augmentation.DataAugmentation` to the record variables
     once the step methods are registered (``pymc_dp.step_methods.register_step_methods()``).
 
+    Observed values are refused (``ValueError`` naming ``observed``) when they are masked,
+    ``None``, NaN, infinite, of another shape than the statistic or ``shape``/``dims``,
+    fractional for an integer mechanism, or out of range (``|z| <= 2**53`` for integer
+    mechanisms, ``1e300`` otherwise); integer values are kept exactly (int64, no int32 wrap).
+    A ``pm.Data`` release is checked at ``pm.set_data`` and whenever the log-likelihood is
+    evaluated.
+
     Examples
     --------
     >>> import numpy as np
