@@ -31,6 +31,7 @@ from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_dp._cache import SOURCE_INT, SOURCE_KEY
 from pymc_dp.kernels.bessel_sampling import (
     A_MAX,
     NU_MAX,
@@ -77,7 +78,9 @@ _DRAW_CACHE_VERSION = 2
 
 @register_scalar_funcify(BesselLogPMF)
 def _numba_bessel_logpmf(op, node, **kwargs):
-    return bessel_logpmf_scalar, scalar_op_cache_key(op, cache_version=_NUMBA_CACHE_VERSION)
+    return bessel_logpmf_scalar, scalar_op_cache_key(
+        op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY)
+    )
 
 
 class BesselRV(RandomVariable):
@@ -110,8 +113,8 @@ def _bessel_numba_core(op, node):
             raise ValueError("Bessel draw: a must be > 0 (as in the log-pmf); got a <= 0 or NaN")
         return bessel_draw(rng, nu, a)
 
-    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change)
-    return random, _DRAW_CACHE_VERSION
+    # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change)
+    return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
 
 
 class Bessel(pm.Discrete):

@@ -27,6 +27,7 @@ from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_dp._cache import SOURCE_INT
 from pymc_dp.kernels.discrete_gaussian import logcdf_pt, logpmf_pt
 
 __all__ = ["DRAW_SIGMA_MAX", "DiscreteNormal", "DiscreteNormalRV", "discrete_normal"]
@@ -105,8 +106,8 @@ def _discrete_normal_numba_core(op, node):
     def random(rng, sigma):
         return _draw(rng, sigma)
 
-    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change)
-    return random, _DRAW_CACHE_VERSION
+    # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change)
+    return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
 
 
 class DiscreteNormal(Discrete):

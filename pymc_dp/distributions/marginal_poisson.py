@@ -81,6 +81,8 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
 
+from pymc_dp._cache import SOURCE_INT
+
 __all__ = [
     "PoissonTwoSidedExpLogp",
     "log_poisson_pmf",
@@ -90,7 +92,7 @@ __all__ = [
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _TOL = 1e-17
-_VERSION = 4  # bump when the kernels change (numba on-disk cache key)
+_VERSION = 4  # with SOURCE_INT (any source change), the numba on-disk cache key
 
 
 @numba.njit(cache=True)
@@ -418,7 +420,7 @@ def _numba_funcify_poisson_two_sided(op, node, **kwargs):
         _conv_logp_and_dmu(np.ascontiguousarray(z), np.ascontiguousarray(mu), a, logc, out, dout)
         return out, dout
 
-    return impl, _VERSION
+    return impl, (_VERSION << 64) | SOURCE_INT
 
 
 def poisson_two_sided_exp_logp(value, mu, a: float, logc: float):

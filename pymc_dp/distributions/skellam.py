@@ -70,6 +70,7 @@ from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_dp._cache import SOURCE_INT, SOURCE_KEY
 from pymc_dp.math.bessel import iv_ratio_scalar_op, log_skellam_kernel
 
 __all__ = [
@@ -172,7 +173,9 @@ _DRAW_CACHE_VERSION = 3
 
 @register_scalar_funcify(SkellamLogPMF)
 def _numba_skellam_logpmf(op, node, **kwargs):
-    return skellam_logpmf_scalar, scalar_op_cache_key(op, cache_version=_NUMBA_CACHE_VERSION)
+    return skellam_logpmf_scalar, scalar_op_cache_key(
+        op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY)
+    )
 
 
 class SkellamRV(RandomVariable):
@@ -219,9 +222,9 @@ def _skellam_numba_core(op, node):
     def random(rng, mu1, mu2):
         return _skellam_draw(rng, mu1, mu2)
 
-    # an int key makes PyTensor's on-disk cache follow this code (bump it on every change);
+    # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change);
     # without one, a stale compiled draw is reused across versions of this module
-    return random, _DRAW_CACHE_VERSION
+    return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
 
 
 class Skellam(pm.Discrete):

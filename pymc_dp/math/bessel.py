@@ -85,6 +85,8 @@ from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_
 from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 
+from pymc_dp._cache import SOURCE_KEY
+
 __all__ = [
     "DEBYE_MIN_ORDER",
     "DEBYE_TERMS",
@@ -554,7 +556,7 @@ _NUMBA_CACHE_VERSION = 1
 def _register(op_type, kernel):
     @register_scalar_funcify(op_type)
     def _funcify(op, node, **kwargs):
-        return kernel, scalar_op_cache_key(op, cache_version=_NUMBA_CACHE_VERSION)
+        return kernel, scalar_op_cache_key(op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY))
 
     return _funcify
 
