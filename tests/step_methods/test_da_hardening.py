@@ -283,15 +283,13 @@ def test_sensitivity_l2_for_gaussian():
 def test_statistic_coupling_vanishing_at_initial_point_takes_generic_path():
     """T = sum x + rho * sum x_i x_{n-1-i} is additive only at rho = 0 (the initial point): the
     additivity check also runs at random values of rho, so the exact generic path is used."""
-    with pm.Model() as model:
+    with pm.Model():
         rho = pm.Normal("rho", F(0.0), F(1.0))
         x = pm.Normal("x", F(0.0), F(1.0), shape=6)
-        Release(
-            "z", x.sum() + rho * (x * x[::-1]).sum(), pmdp.Laplace(scale=2.0), observed=F(1.0)
-        )
+        Release("z", x.sum() + rho * (x * x[::-1]).sum(), pmdp.Laplace(scale=2.0), observed=F(1.0))
         step = DataAugmentation([x], rng=SEED)
     assert step._blocks[0].generic
-    with pm.Model() as control:
+    with pm.Model():
         rho = pm.Normal("rho", F(0.0), F(1.0))
         x = pm.Normal("x", F(0.0), F(1.0), shape=6)
         Release("z", x.sum() + rho * (x * x).sum(), pmdp.Laplace(scale=2.0), observed=F(1.0))
