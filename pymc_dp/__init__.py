@@ -30,13 +30,19 @@ from pymc_dp.mechanisms.gaussian import Gaussian
 from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.privacy import PrivacyReport, attach_privacy, privacy_report
-from pymc_dp.step_methods import CONJUGATE_STEPS, DataAugmentation, register_step_methods
+from pymc_dp.step_methods import (
+    CONJUGATE_STEPS,
+    ConjugateGibbs,
+    DataAugmentation,
+    register_step_methods,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CONJUGATE_STEPS",
     "Bessel",
+    "ConjugateGibbs",
     "DataAugmentation",
     "DiscreteGaussian",
     "DiscreteLaplace",

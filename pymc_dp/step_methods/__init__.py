@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pymc.step_methods import STEP_METHODS
 
-from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS
+from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
-__all__ = ["CONJUGATE_STEPS", "DataAugmentation", "register_step_methods"]
+__all__ = ["CONJUGATE_STEPS", "ConjugateGibbs", "DataAugmentation", "register_step_methods"]
 
 
 def register_step_methods() -> None:
