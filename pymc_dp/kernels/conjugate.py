@@ -48,6 +48,36 @@ with precision ``P`` and linear coefficient ``h``:
 With the Cholesky factor ``P = L L'`` an exact draw is ``P^{-1} h + L^{-T} e``, ``e ~ N(0, I)``:
 ``Cov(L^{-T} e) = L^{-T} L^{-1} = (L L')^{-1} = P^{-1}`` (:func:`draw_mvnormal_precision`).
 
+Gamma--Exponential. Prior ``lam ~ Gamma(alpha, beta)`` (rate), children ``x_i ~ Exponential(lam)``
+(rate ``lam``, PyMC's ``pm.Exponential(lam=...)``, carried by PyTensor as ``scale = 1 / lam``): the
+likelihood is ``prod_i lam e^{-lam x_i} = lam^m e^{-lam s}`` with ``s = sum x_i`` and ``m``
+children,
+
+.. math:: \lambda \mid x \sim \mathrm{Gamma}(\alpha + m,\; \beta + s) \quad\text{(rate)}.
+
+Poisson and Exponential children of one Gamma parameter add their increments of the shape
+(``sum x_i`` resp. ``m``) and of the rate (``m`` resp. ``sum x_i``).
+
+InverseGamma--Normal variance, known means. Prior ``v ~ InverseGamma(a, b)`` (density
+``b^a v^{-a-1} e^{-b/v} / Gamma(a)``), children ``x_i ~ Normal(m_i, sqrt(c_i v))`` with known
+means ``m_i`` and known factors ``c_i > 0``: the likelihood is
+``prod_i (c_i v)^{-1/2} exp(-(x_i - m_i)^2 / (2 c_i v))``, so with ``q = sum (x_i - m_i)^2 / c_i``
+
+.. math:: v \mid x \sim \mathrm{InverseGamma}(a + n/2,\; b + q/2).
+
+Normal--InverseGamma, mean and variance unknown (joint block). Prior ``v ~ InverseGamma(a, b)``,
+``mu | v ~ Normal(m0, sqrt(v / k0))``, children ``x_i ~ Normal(mu, sqrt(c_i v))``. With weights
+``w_i = 1 / c_i``, ``W = sum w_i``, ``xbar = sum w_i x_i / W`` and ``S = sum w_i (x_i - xbar)^2``,
+completing the square in ``mu`` (Gelman et al., *Bayesian Data Analysis*, 3rd ed., Sec. 3.3,
+eq. 3.3-3.4, there with ``c_i = 1``) gives
+
+.. math:: v \mid x \sim \mathrm{InverseGamma}\big(a + n/2,\;
+    b + S/2 + \tfrac{k_0 W}{2 (k_0 + W)} (\bar x - m_0)^2\big),\qquad
+    \mu \mid v, x \sim \mathrm{Normal}\big(\tfrac{k_0 m_0 + W \bar x}{k_0 + W},\;
+    \sqrt{v / (k_0 + W)}\big).
+
+An exact joint draw is ``v`` from its marginal, then ``mu`` given that ``v``.
+
 Each family has a ``*_posterior`` function (hyperparameters + summed statistics -> posterior
 hyperparameters) and a ``draw_*`` function (posterior hyperparameters -> one exact draw).
 """
@@ -63,15 +93,21 @@ __all__ = [
     "draw_beta",
     "draw_dirichlet",
     "draw_gamma",
+    "draw_invgamma",
     "draw_mvnormal_precision",
     "draw_normal",
+    "draw_normal_invgamma",
+    "gamma_exponential_posterior",
     "gamma_poisson_posterior",
+    "invgamma_normal_posterior",
+    "normal_invgamma_posterior",
     "normal_normal_posterior",
     "sum_to_shape",
 ]
 
 _TINY = np.finfo(np.float64).tiny
 _ONE_MINUS = np.nextafter(1.0, 0.0)
+_HUGE = np.finfo(np.float64).max
 
 
 def sum_to_shape(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -180,6 +216,122 @@ def draw_gamma(rng: np.random.Generator, alpha, beta, shape=None) -> np.ndarray:
     if shape is None:
         shape = np.broadcast_shapes(alpha.shape, beta.shape)
     return np.maximum(rng.standard_gamma(alpha, size=shape) / beta, _TINY)
+
+
+def gamma_exponential_posterior(alpha, beta, total, count):
+    """Posterior ``Gamma(alpha + count, beta + total)`` (rate) given Exponential data.
+
+    Parameters
+    ----------
+    alpha, beta : array_like
+        Prior shape and *rate* (PyMC's ``pm.Gamma(alpha, beta)``).
+    total, count : array_like
+        Sum of the Exponential observations and their number.
+
+    Examples
+    --------
+    >>> gamma_exponential_posterior(2.0, 0.5, 7.5, 10)
+    (12.0, 8.0)
+    """
+    return gamma_poisson_posterior(alpha, beta, count, total)
+
+
+# ---- InverseGamma -- Normal variance (known means) -----------------------------------------
+def invgamma_normal_posterior(a, b, count, sq_sum):
+    """Posterior ``InverseGamma(a + count / 2, b + sq_sum / 2)`` of a Normal variance.
+
+    Parameters
+    ----------
+    a, b : array_like
+        Prior shape and scale (PyMC's ``pm.InverseGamma(alpha, beta)``).
+    count : array_like
+        Number of Normal children ``n``.
+    sq_sum : array_like
+        ``q = sum_i (x_i - m_i)**2 / c_i`` (children ``Normal(m_i, sqrt(c_i v))``).
+
+    Examples
+    --------
+    >>> invgamma_normal_posterior(2.0, 1.0, 4, 3.0)
+    (4.0, 2.5)
+    """
+    a_post = np.add(a, np.multiply(count, 0.5), dtype=np.float64)
+    b_post = np.add(b, np.multiply(sq_sum, 0.5), dtype=np.float64)
+    if a_post.ndim == 0 and b_post.ndim == 0:
+        return float(a_post), float(b_post)
+    return a_post, b_post
+
+
+def draw_invgamma(rng: np.random.Generator, a, b, shape=None) -> np.ndarray:
+    """One exact draw from ``InverseGamma(a, b)`` (``b / Gamma(a, 1)``), kept finite and > 0.
+
+    The gamma variate is kept >= the smallest normal float, the result <= the largest float
+    and >= the smallest normal float (so its logarithm is finite).
+
+    Examples
+    --------
+    >>> v = draw_invgamma(np.random.default_rng(0), np.full(20000, 3.0), 4.0)
+    >>> bool(abs(v.mean() - 2.0) < 0.05)   # mean b / (a - 1)
+    True
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if shape is None:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    g = np.maximum(rng.standard_gamma(a, size=shape), _TINY)
+    return np.clip(b / g, _TINY, _HUGE)
+
+
+# ---- Normal -- InverseGamma (mean and variance unknown) ------------------------------------
+def normal_invgamma_posterior(prior, weight, weighted_mean, spread):
+    """Posterior ``(m, k, a, b)`` of the Normal--InverseGamma block (module docstring).
+
+    Parameters
+    ----------
+    prior : tuple of array_like
+        ``(m0, k0, a, b)``: ``mu | v ~ Normal(m0, sqrt(v / k0))``, ``v ~ InverseGamma(a, b)``.
+    weight : array_like
+        ``W = sum_i 1 / c_i`` (children ``Normal(mu, sqrt(c_i v))``; ``n`` when ``c_i = 1``).
+    weighted_mean : array_like
+        ``xbar = sum_i x_i / c_i / W`` (any finite value where ``W = 0``).
+    spread : tuple of array_like
+        ``(S, n)``: ``S = sum_i (x_i - xbar)**2 / c_i`` and the number of children ``n``.
+
+    Returns
+    -------
+    tuple
+        ``(m, k, a, b)``: ``v ~ InverseGamma(a, b)``, ``mu | v ~ Normal(m, sqrt(v / k))``.
+
+    Examples
+    --------
+    >>> m, k, a, b = normal_invgamma_posterior((0.0, 1.0, 2.0, 1.0), 4.0, 1.0, (2.0, 4))
+    >>> float(m), float(k), float(a), float(b)
+    (0.8, 5.0, 4.0, 2.4)
+    """
+    m0, k0, a, b = (np.asarray(q, dtype=np.float64) for q in prior)
+    w = np.asarray(weight, dtype=np.float64)
+    xbar = np.asarray(weighted_mean, dtype=np.float64)
+    s, n = (np.asarray(q, dtype=np.float64) for q in spread)
+    k = k0 + w
+    m = (k0 * m0 + w * xbar) / k
+    b_post = b + 0.5 * s + 0.5 * (k0 * w / k) * np.square(xbar - m0)
+    return m, k, a + 0.5 * n, b_post
+
+
+def draw_normal_invgamma(rng: np.random.Generator, m, k, a, b, shape=None):
+    """One exact joint draw ``(mu, v)``: ``v ~ InverseGamma(a, b)``, ``mu ~ N(m, sqrt(v / k))``.
+
+    Examples
+    --------
+    >>> mu, v = draw_normal_invgamma(np.random.default_rng(0), 0.0, 1.0, 3.0, 2.0)
+    >>> mu.shape, bool(v > 0)
+    ((), True)
+    """
+    arrays = [np.asarray(q, dtype=np.float64) for q in (m, k, a, b)]
+    if shape is None:
+        shape = np.broadcast_shapes(*(q.shape for q in arrays))
+    m, k, a, b = arrays
+    v = draw_invgamma(rng, a, b, shape)
+    return draw_normal(rng, m, np.sqrt(v / k), shape), v
 
 
 # ---- Dirichlet -- Categorical -----------------------------------------------------------------
