@@ -1,0 +1,294 @@
+r"""Compiled attempts of the SOMA record sampler (single offer, multiple attempts).
+
+Xiong & Ju (2025), "Single Offer, Multiple Attempts" (reference implementation: the public
+repository ``Yifei-Xiong/SOMA-Sampler``), a Metropolis-Hastings update of the latent records
+behind a differentially private release that mixes where the data-augmentation sampler of Ju,
+Awan, Gong & Rao (2022) does not (an uninformative release: every record's own proposal is
+accepted, but the chain moves through the states one record at a time).
+
+Setting. With the parameters ``theta`` fixed, the target of the records ``x = (x_1, ..., x_n)``
+is
+
+.. math::
+
+    \pi(x) \propto \prod_{i=1}^n f(x_i \mid \theta)\; \eta\bigl(z \mid T(x)\bigr),
+    \qquad T(x) = C + \sum_i t(x_i),
+
+with ``eta`` the density of the released values ``z`` given the statistic (the product over
+released components ``k`` of ``logpdf(z_k - T_k, params_k)``), and the *same* record law ``f`` at
+every position (exchangeable records).
+
+One attempt (Xiong & Ju 2025, Algorithm 1):
+
+1. draw one offer ``x* ~ f(. | theta)``;
+2. for every position ``j``, weight the state with ``x_j`` replaced by ``x*``:
+   ``w_j = eta(z | T - t(x_j) + t(x*))`` (per-record deltas: O(n m) for all ``j``);
+3. pick ``j`` with probability ``w_j / W``, ``W = sum_j w_j``;
+4. accept ``x_j <- x*`` with probability ``min(1, W / (W + w_cur - w_j))``,
+   ``w_cur = eta(z | T)``.
+
+Why it is exact (the Metropolis-Hastings ratio). From ``x`` to ``x'`` (``x`` with ``x_j = x*``)
+the proposal density is ``f(x*) w_j / W``. The reverse move offers ``x_j`` from ``x'``; its
+weight at position ``j`` is ``w_cur`` (it restores ``x``), and at any other position ``k`` the
+state ``x'`` with ``x_k`` replaced by ``x_j`` is a permutation of ``x`` with ``x_k`` replaced by
+``x*``: by exchangeability and the additive statistic it has the same ``T``, so its weight is
+``w_k``. The reverse total is ``W' = W - w_j + w_cur``, and
+
+.. math::
+
+    \frac{\pi(x') f(x_j) w_{cur} / W'}{\pi(x) f(x^*) w_j / W}
+    = \frac{f(x^*) w_j\, f(x_j)\, w_{cur}\, W}{f(x_j) w_{cur}\, f(x^*)\, w_j\, W'}
+    = \frac{W}{W - w_j + w_{cur}} .
+
+Since ``W >= w_j``, the probability is 1 when ``w_j >= w_cur``. For an ``epsilon``-DP release
+it is at least ``min(1, w_j / w_cur) >= exp(-epsilon)``, the bound of the DA sampler.
+
+Numerics. The weights are computed in log space; ``W``, ``w_j`` and ``w_cur`` are scaled by
+``exp(-max_j log w_j)`` (log-sum-exp with the maximum subtracted), so ``W >= 1``; ``w_cur`` may
+overflow to ``inf`` after scaling (then the probability is 0, correctly up to ``1e-300``). When
+every weight is zero (or NaN) no position can be picked and the attempt is rejected: no NaN is
+ever produced. A NaN log-weight counts as ``-inf``.
+
+A sweep is ``n`` attempts (:func:`soma_sweep_kernel`), each O(n m), so O(n^2 m) per sweep: SOMA
+is for small and moderate ``n`` (hundreds to a few thousands of records). Which offer lands where
+is returned as a list of positions, and :func:`records_from_replacements` builds the new record
+arrays from it (vectorized: the last offer to land on a position wins).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+__all__ = [
+    "NoiseRows",
+    "SomaState",
+    "records_from_replacements",
+    "soma_sweep_kernel",
+]
+
+
+class SomaState(NamedTuple):
+    """The state the attempts update in place.
+
+    Attributes
+    ----------
+    stat : float64[::1], shape (m,)
+        The running statistic ``T = C + sum_i t(x_i)``.
+    t_cur : float64[:, ::1], shape (n, m)
+        ``t(x_i)`` of the current records; row ``j`` becomes the offer's row when an offer
+        lands on position ``j``.
+    """
+
+    stat: np.ndarray
+    t_cur: np.ndarray
+
+
+class NoiseRows(NamedTuple):
+    """The released values and the noise parameters, one row per released component.
+
+    Attributes
+    ----------
+    z : float64[::1], shape (m,)
+    params : float64[:, ::1], shape (m, P)
+        Row ``k`` is passed to the noise log-density for component ``k``
+        (``Mechanism.numba_params``).
+    """
+
+    z: np.ndarray
+    params: np.ndarray
+
+
+@numba.njit(cache=True)
+def _log_eta(stat, noise, logpdf):  # pragma: no cover - compiled
+    """``log eta(z | stat)``: the sum over components of the noise log-density."""
+    z, params = noise
+    out = 0.0
+    for k in range(z.shape[0]):
+        out += logpdf(z[k] - stat[k], params[k])
+    return out
+
+
+@numba.njit(cache=True)
+def _log_weights(state, t_off, noise, logpdf, logw):  # pragma: no cover - compiled
+    """Step 2: ``log w_j`` for every position ``j`` into ``logw``; returns ``max_j log w_j``.
+
+    The statistic after the swap is ``stat + (t(x*) - t(x_j))`` (the same expression the
+    update uses, so an accepted weight is exactly the new current weight). NaN counts as -inf.
+    """
+    stat, t_cur = state
+    z, params = noise
+    n, m = t_cur.shape
+    top = -np.inf
+    for j in range(n):
+        lw = 0.0
+        for k in range(m):
+            s = stat[k] + (t_off[k] - t_cur[j, k])
+            lw += logpdf(z[k] - s, params[k])
+        if lw != lw:
+            lw = -np.inf
+        logw[j] = lw
+        if lw > top:
+            top = lw
+    return top
+
+
+@numba.njit(cache=True)
+def _pick(logw, top, u, w):  # pragma: no cover - compiled
+    """Step 3: scaled weights ``w_j = exp(log w_j - top)`` into ``w``; returns ``(j, W)``.
+
+    ``j`` is the first position whose cumulative scaled weight exceeds ``u W``; rounding in the
+    cumulative sum can leave none, then the last position of positive weight is taken.
+    """
+    n = logw.shape[0]
+    total = 0.0
+    for j in range(n):
+        w[j] = math.exp(logw[j] - top)
+        total += w[j]
+    target = u * total
+    acc = 0.0
+    last = -1
+    for j in range(n):
+        if w[j] > 0.0:
+            last = j
+            acc += w[j]
+            if acc > target:
+                return j, total
+    return last, total
+
+
+@numba.njit(cache=True)
+def _attempt(state, t_off, noise, logpdf, u2, buf):  # pragma: no cover - compiled
+    """One attempt with the offer's row ``t_off``; returns ``(position or -1, probability)``.
+
+    ``u2 = (u_pick, u_accept)``, ``buf = (logw, w, lw_cur)`` scratch (``lw_cur`` a 1-vector
+    holding the current ``log w_cur``, updated on acceptance).
+    """
+    stat, t_cur = state
+    logw, w, lw_cur = buf
+    top = _log_weights(state, t_off, noise, logpdf, logw)
+    if not top > -np.inf:
+        return -1, 0.0  # every weight is zero: nothing can be picked
+    j, total = _pick(logw, top, u2[0], w)
+    if logw[j] >= lw_cur[0]:
+        prob = 1.0
+    else:
+        # W / (W + (w_cur - w_j)) with w_cur > w_j: no cancellation; w_cur may be inf
+        prob = total / (total + (math.exp(lw_cur[0] - top) - w[j]))
+    if not u2[1] < prob:
+        return -1, prob
+    for k in range(stat.shape[0]):
+        stat[k] += t_off[k] - t_cur[j, k]
+        t_cur[j, k] = t_off[k]
+    lw_cur[0] = logw[j]
+    return j, prob
+
+
+@numba.njit(cache=True)
+def soma_sweep_kernel(state, t_offer, noise, logpdf, u, replaced):  # pragma: no cover - compiled
+    """Sequential SOMA attempts, one per offer (Xiong & Ju 2025, Algorithm 1).
+
+    Attempt ``a`` uses the offer whose contribution is ``t_offer[a]`` (the offers are drawn
+    from the record law beforehand: they do not depend on the state). ``state`` is updated in
+    place.
+
+    Parameters
+    ----------
+    state : SomaState
+        ``(stat (m,), t_cur (n, m))``, float64, C-contiguous; updated in place.
+    t_offer : float64[:, ::1], shape (A, m)
+        ``t(x*_a)`` of the ``A`` offers (a sweep: ``A = n``).
+    noise : NoiseRows
+        ``(z (m,), params (m, P))``.
+    logpdf : numba function ``f(x: float64, params: float64[::1]) -> float64``
+        The noise log-density (``Mechanism.numba_logpdf``).
+    u : float64[:, ::1], shape (A, 2)
+        Independent Uniform(0, 1) draws: column 0 picks the position, column 1 decides.
+    replaced : int64[::1], shape (A,)
+        Output: the position offer ``a`` replaced, or -1 when the attempt was rejected.
+
+    Returns
+    -------
+    n_accepted : int
+    min_prob : float
+        Minimum over attempts of the acceptance probability (0 for an attempt where every
+        weight was zero).
+    mean_prob : float
+        Mean over attempts of the acceptance probability.
+
+    Examples
+    --------
+    Two records, a count released with Laplace noise; the offer is a 1 and is accepted:
+
+    >>> import numpy as np
+    >>> from pymc_dp.kernels.soma import NoiseRows, SomaState, soma_sweep_kernel
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=1.0)
+    >>> state = SomaState(np.array([0.0]), np.zeros((2, 1)))
+    >>> noise = NoiseRows(np.array([2.0]), mech.numba_params[None, :])
+    >>> rep = np.empty(1, np.int64)
+    >>> out = soma_sweep_kernel(state, np.ones((1, 1)), noise, mech.numba_logpdf,
+    ...                         np.array([[0.3, 0.5]]), rep)
+    >>> int(out[0]), rep.tolist(), state.stat.tolist(), state.t_cur.ravel().tolist()
+    (1, [0], [1.0], [1.0, 0.0])
+    """
+    stat, t_cur = state
+    n = t_cur.shape[0]
+    n_att = t_offer.shape[0]
+    buf = (np.empty(n), np.empty(n), np.empty(1))
+    buf[2][0] = _log_eta(stat, noise, logpdf)
+    n_acc = 0
+    min_prob = 1.0
+    sum_prob = 0.0
+    for a in range(n_att):
+        j, prob = _attempt(state, t_offer[a], noise, logpdf, u[a], buf)
+        replaced[a] = j
+        n_acc += j >= 0
+        sum_prob += prob
+        if prob < min_prob:
+            min_prob = prob
+    return n_acc, min_prob, sum_prob / max(n_att, 1)
+
+
+def records_from_replacements(current, offers, replaced):
+    """The record arrays after the attempts: the last offer landing on a position wins.
+
+    Parameters
+    ----------
+    current : list of ndarray
+        The records before the attempts, one array per record variable, record axis first
+        (length ``n``). Not modified.
+    offers : list of ndarray
+        The offers, one array per record variable, record axis first (length ``A``): offer
+        ``a`` is row ``a`` of every array.
+    replaced : int64 ndarray, shape (A,)
+        From :func:`soma_sweep_kernel`: the position offer ``a`` replaced, or -1.
+
+    Returns
+    -------
+    list of ndarray
+        New arrays (never the inputs), of the dtypes of ``current``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cur = [np.array([0, 0, 0])]
+    >>> offers = [np.array([7, 8, 9])]
+    >>> records_from_replacements(cur, offers, np.array([2, -1, 2]))[0].tolist()
+    [0, 0, 9]
+    """
+    replaced = np.asarray(replaced, dtype=np.int64)
+    att = np.flatnonzero(replaced >= 0)
+    # last attempt per position: np.unique on the reversed list keeps first occurrences
+    pos_rev = replaced[att][::-1]
+    pos, first = np.unique(pos_rev, return_index=True)
+    src = att[::-1][first]
+    out = []
+    for c, o in zip(current, offers, strict=True):
+        new = np.array(c, copy=True, order="C")
+        new[pos] = np.asarray(o)[src]
+        out.append(new)
+    return out
