@@ -14,11 +14,31 @@ prior                  children (parameter enters as)              full conditio
 =====================  ==========================================  ==============================
 ``Beta(a, b)``         ``Bernoulli(p)``, ``Binomial(n, p)``        ``Beta(a + s, b + t - s)``
 ``Gamma(alpha, beta)`` ``Poisson(mu)``                             ``Gamma(alpha + s, beta + m)``
+``Gamma(alpha, beta)`` ``Exponential(lam)`` (scale ``1 / lam``)    ``Gamma(alpha + m, beta + s)``
 ``Dirichlet(alpha)``   ``Categorical(p)``                          ``Dirichlet(alpha + counts)``
 ``Normal(m0, s0)``     ``Normal(mu, sigma)``, sigma not the param  Normal, see the kernels module
 ``Normal`` (vector) /  ``Normal(a + X @ beta, sigma)``: a linear    ``N(P^-1 h, P^-1)``, kernels
 ``MvNormal(m0, S0)``   predictor, sigma not depending on beta      module (regression)
+``InverseGamma(a, b)`` ``Normal(m, c * sqrt(v))``, m, c free of v  ``InvGamma(a + n/2, b + q/2)``
+``Normal`` mu and      ``Normal(mu, c * sqrt(v))`` with            joint Normal-InverseGamma
+``InverseGamma`` v     mu ~ ``Normal(m0, c0 * sqrt(v))``           (block), kernels module
 =====================  ==========================================  ==============================
+
+Each prior is one row of :data:`pymc_dp.step_methods.conjugate_pairs.PAIRS` (its children,
+hyperparameters, checks, statistics, posterior and draw); this module only analyses the graph
+against that table and applies it. A Gamma parameter may have Poisson and Exponential children
+together. Which ``sigma`` expressions count as ``c * sqrt(v)`` (``pt.sqrt(v)``, ``v**0.5``,
+``pt.sqrt(v / k)``, ``tau=1 / v``, ...) is listed in that module; anything else is refused.
+
+Normal-InverseGamma block. When ``ConjugateGibbs`` is given (or assigned) both a Normal mean
+``mu`` and an InverseGamma variance ``v`` with: ``mu ~ Normal(m0, c0 * sqrt(v))`` (``m0`` and
+``c0`` free of ``v``), ``mu`` and ``v`` of the same shape, and every child of ``mu`` -- which
+must also be every child of ``v`` besides ``mu`` -- a ``Normal(mu, c * sqrt(v))`` whose mean
+is ``mu`` itself and whose ``sigma`` reads ``v`` itself (both broadcast by leading axes only,
+no indexing), it draws ``(mu, v)`` jointly: ``v`` from its marginal posterior, then ``mu``
+given ``v``. Given one of them alone, the other is held fixed: ``mu`` is a Normal-Normal update
+with the current ``v``, ``v`` an InverseGamma update whose children are ``mu`` and the ``x``.
+:func:`conjugate_family` names the single-variable family ("normal", "invgamma").
 
 Derivations are in :mod:`pymc_dp.kernels.conjugate`. The parameter may be a scalar or an array
 (for a Dirichlet, a stack of simplices along the last axis); in a child it must enter as the
@@ -59,7 +79,7 @@ Explicit use, ``pm.sample(step=[ConjugateGibbs([p])])``, needs only the conjugat
 a release.
 
 Values are written to the point on the *transformed* scale of the parameter's value variable
-(log-odds for Beta, log for Gamma, simplex coordinates for Dirichlet).
+(log-odds for Beta, log for Gamma and InverseGamma, simplex coordinates for Dirichlet).
 
 Examples
 --------
@@ -82,103 +102,68 @@ import numpy as np
 import pytensor
 import pytensor.scalar as ps
 import pytensor.tensor as pt
-from pymc.logprob.transforms import LogOddsTransform, LogTransform, SimplexTransform
 from pymc.model import Model, modelcontext
-from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
-from pytensor.graph.traversal import ancestors, graph_inputs
+from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
-from pytensor.tensor.random.basic import (
-    BernoulliRV,
-    BetaRV,
-    BinomialRV,
-    CategoricalRV,
-    DirichletRV,
-    GammaRV,
-    MvNormalRV,
-    NormalRV,
-    PoissonRV,
-)
+from pytensor.tensor.random.basic import InvGammaRV, MvNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
-from pymc_dp.kernels.conjugate import (
-    _precision_draw,
-    beta_binomial_posterior,
-    dirichlet_categorical_posterior,
-    draw_beta,
-    draw_dirichlet,
-    draw_gamma,
-    draw_mvnormal_precision,
-    draw_normal,
-    gamma_poisson_posterior,
-    normal_normal_posterior,
-    sum_to_shape,
-)
+from pymc_dp.kernels.conjugate import _precision_draw, draw_mvnormal_precision
 from pymc_dp.step_methods.claims import claim_model, parameter_claimable
+from pymc_dp.step_methods.conjugate_pairs import (
+    FORWARD,
+    PAIRS,
+    Cells,
+    NotConjugateError,
+    at_unit,
+    check_positive,
+    check_support,
+    depends_on,
+    leading_index,
+    pair_for,
+    sqrt_access,
+    strip_expand_dims,
+)
 
-__all__ = ["CONJUGATE_STEPS", "ConjugateGibbs", "conjugate_family"]
+__all__ = [
+    "CONJUGATE_STEPS",
+    "ConjugateGibbs",
+    "ConjugateGibbsState",
+    "NotConjugateError",
+    "conjugate_family",
+]
 
-
-class NotConjugateError(ValueError):
-    """The parameter's prior and children do not form a supported conjugate pair."""
-
-
-# prior op type -> (family name, {child op type: index of the conjugate parameter})
-_FAMILIES: dict[type, tuple[str, dict[type, int]]] = {
-    BetaRV: ("beta", {BernoulliRV: 0, BinomialRV: 1}),
-    GammaRV: ("gamma", {PoissonRV: 0}),
-    DirichletRV: ("dirichlet", {CategoricalRV: 0}),
-    NormalRV: ("normal", {NormalRV: 0}),
-}
-
-_PRIOR_OPS = (*_FAMILIES, MvNormalRV)
-
+_PRIOR_OPS = (*{pair.prior for pair in PAIRS}, MvNormalRV)
+_FORWARD = FORWARD  # numpy forward maps of the parameters' transforms (kept for the tests)
+_check_support = check_support
+_check_positive = check_positive
+_depends_on = depends_on
 _PY_MODE = Mode(linker="py", optimizer="fast_compile")
 
 
 # ---- graph analysis --------------------------------------------------------------------------
-def _depends_on(graphs, var, blockers) -> bool:
-    return var in set(ancestors(list(graphs), blockers=blockers))
-
-
-def _strip_expand_dims(expr):
-    """Peel ``DimShuffle`` nodes that only insert broadcastable axes; return (core, orders)."""
-    orders = []
-    while expr.owner is not None and isinstance(expr.owner.op, DimShuffle):
-        order = tuple(expr.owner.op.new_order)
-        if tuple(o for o in order if o != "x") != tuple(range(expr.owner.inputs[0].ndim)):
-            break  # a transpose or a dropped axis: not a pure broadcast
-        orders.append(order)
-        expr = expr.owner.inputs[0]
-    return expr, orders[::-1]  # innermost first
-
-
-def _leading_index(expr):
-    """If ``expr`` is ``base[idx]`` (one integer index on the leading axis) return (base, idx)."""
-    node = expr.owner
-    if node is None or len(node.inputs) != 2:
-        return None
-    if isinstance(node.op, AdvancedSubtensor) and tuple(node.op.idx_list) == (0,):
-        base, idx = node.inputs
-        if idx.dtype.startswith(("int", "uint")):
-            return base, idx
-    return None
-
-
 @dataclass
 class _ChildPlan:
     rv: object
-    kind: type  # op type of the child
+    link: object  # the ChildLink of the pair (None for a regression child)
     orders: list  # expand-dims new_orders, innermost first
     index: object | None  # integer index graph (theta[index]) or None
-    extra: object | None  # Binomial n or Normal sigma graph
+    extras: tuple = ()  # graphs the statistics read (Binomial n, Normal sigma, ...)
     offset: object | None = None  # regression: mean = offset + jac @ beta (graphs)
     jac: object | None = None
+
+    @property
+    def extra(self):
+        """The one extra graph (regression children: their sigma)."""
+        return self.extras[0] if self.extras else None
 
 
 @dataclass
@@ -186,6 +171,9 @@ class _Plan:
     rv: object
     family: str
     children: list[_ChildPlan] = field(default_factory=list)
+    pair: object | None = None  # the ConjugatePair row (None for a regression)
+    partner: object | None = None  # block pair: the Normal mean updated with rv
+    partner_hyper: tuple = ()  # block pair: (m0, sigma of the mean at variance 1) graphs
 
 
 def _analyze(rv, model: Model) -> _Plan:
@@ -209,64 +197,145 @@ def _analyze(rv, model: Model) -> _Plan:
             raise NotConjugateError(f"{err}; as a regression coefficient: {err_reg}") from None
 
 
-def _analyze_direct(rv, model: Model) -> _Plan:
-    """Check conditions (a) and (b) of the module docstring; raise NotConjugateError if not."""
-    node = getattr(rv, "owner", None)
-    if node is None or type(node.op) not in _FAMILIES:
-        raise NotConjugateError(f"the prior of {rv} is not Beta, Gamma, Dirichlet or Normal")
-    family, child_types = _FAMILIES[type(node.op)]
+def _check_parameter(rv, model: Model, pair) -> None:
+    """A free variable with a static shape, a known transform and no Potential on it."""
     if rv not in model.free_RVs:
         raise NotConjugateError(f"{rv.name} is not a free variable of the model")
     if any(s is None for s in rv.type.shape):
         raise NotConjugateError(f"{rv.name} has no static shape")
     transform = model.rvs_to_transforms.get(rv)
-    if transform is not None and type(transform) not in _FORWARD:
+    if transform is not None and type(transform) not in FORWARD:
         raise NotConjugateError(f"{rv.name} has an unsupported transform {transform}")
-    all_rvs = list(model.basic_RVs)
     for pot in model.potentials:
-        if _depends_on([pot], rv, all_rvs):
+        if depends_on([pot], rv, list(model.basic_RVs)):
             raise NotConjugateError(f"Potential {pot.name} depends on {rv.name}")
-    plan = _Plan(rv=rv, family=family)
-    for child in all_rvs:
-        if child is rv or not _depends_on(child.owner.inputs, rv, all_rvs):
-            continue
-        cop = child.owner.op
-        if type(cop) not in child_types:
-            raise NotConjugateError(
-                f"child {child.name} of {rv.name} is {type(cop).__name__}, not conjugate to "
-                f"a {family} prior"
-            )
-        params = list(cop.dist_params(child.owner))
-        j = child_types[type(cop)]
-        others = [p for i, p in enumerate(params) if i != j] + [cop.size_param(child.owner)]
-        if _depends_on(others, rv, all_rvs):
-            raise NotConjugateError(
-                f"{rv.name} enters another parameter (or the size) of child {child.name}"
-            )
-        core, orders = _strip_expand_dims(params[j])
-        index = None
-        if core is not rv:
-            indexed = _leading_index(core)
-            min_ndim = 2 if family == "dirichlet" else 1
-            if indexed is None or indexed[0] is not rv or rv.ndim < min_ndim:
-                raise NotConjugateError(
-                    f"{rv.name} does not enter child {child.name} as its conjugate parameter "
-                    "(only broadcasting and indexing of the leading axis are supported)"
-                )
-            index = indexed[1]
-            if _depends_on([index], rv, all_rvs):
-                raise NotConjugateError(f"the index into {rv.name} depends on {rv.name}")
-        if family == "dirichlet" and orders and any(o[-1] == "x" for o in orders):
-            raise NotConjugateError(f"the category axis of {rv.name} is broadcast in {child.name}")
-        extra = None
-        if type(cop) is BinomialRV:
-            extra = params[0]
-        elif type(cop) is NormalRV:
-            extra = params[1]
-        plan.children.append(_ChildPlan(child, type(cop), orders, index, extra))
+
+
+def _children(rv, model: Model) -> list:
+    all_rvs = list(model.basic_RVs)
+    return [c for c in all_rvs if c is not rv and depends_on(c.owner.inputs, rv, all_rvs)]
+
+
+def _analyze_direct(rv, model: Model) -> _Plan:
+    """The plan of a parameter whose prior is a row of ``PAIRS``; NotConjugateError if not."""
+    node = getattr(rv, "owner", None)
+    pair = None if node is None else pair_for(type(node.op))
+    if pair is None:
+        raise NotConjugateError(
+            f"the prior of {rv} is not Beta, Gamma, Dirichlet, Normal or InverseGamma"
+        )
+    _check_parameter(rv, model, pair)
+    plan = _Plan(rv=rv, family=pair.family, pair=pair)
+    blockers = list(model.basic_RVs)
+    plan.children = [_child_plan(pair, rv, c, blockers) for c in _children(rv, model)]
     if not plan.children:
         raise NotConjugateError(f"{rv.name} has no children")
     return plan
+
+
+def _child_plan(pair, rv, child, blockers) -> _ChildPlan:
+    """How ``rv`` enters ``child`` under ``pair``; NotConjugateError naming the child if not."""
+    cop = child.owner.op
+    link = pair.link(type(cop))
+    if link is None:
+        raise NotConjugateError(
+            f"child {child.name} of {rv.name} is {type(cop).__name__}, not conjugate to "
+            f"a {pair.family} prior"
+        )
+    params = list(cop.dist_params(child.owner))
+    others = [p for i, p in enumerate(params) if i != link.slot] + [cop.size_param(child.owner)]
+    if depends_on(others, rv, blockers):
+        raise NotConjugateError(
+            f"{rv.name} enters another parameter (or the size) of child {child.name}"
+        )
+    try:
+        core, orders = link.enters(params[link.slot], rv, blockers)
+    except NotConjugateError as err:
+        raise NotConjugateError(f"child {child.name} of {rv.name}: {err}") from None
+    index = None
+    if core is not rv:
+        indexed = leading_index(core)
+        min_ndim = 2 if pair.category_axis else 1
+        if indexed is None or indexed[0] is not rv or rv.ndim < min_ndim:
+            raise NotConjugateError(
+                f"{rv.name} does not enter child {child.name} as its conjugate parameter "
+                "(only broadcasting and indexing of the leading axis are supported)"
+            )
+        index = indexed[1]
+        if depends_on([index], rv, blockers):
+            raise NotConjugateError(f"the index into {rv.name} depends on {rv.name}")
+    if pair.category_axis and orders and any(o[-1] == "x" for o in orders):
+        raise NotConjugateError(f"the category axis of {rv.name} is broadcast in {child.name}")
+    return _ChildPlan(child, link, orders, index, tuple(link.extras(params, rv)))
+
+
+# ---- Normal-InverseGamma block: a Normal mean and an InverseGamma variance drawn jointly ------
+def _analyze_block(mu, v, model: Model) -> _Plan:
+    """The joint plan of ``(mu, v)`` (module docstring, "Normal-InverseGamma block")."""
+    pair = pair_for(InvGammaRV, block=True)
+    if (
+        type(getattr(v.owner, "op", None)) is not pair.prior
+        or type(mu.owner.op) is not pair.partner
+    ):
+        raise NotConjugateError(f"{mu.name}, {v.name} are not a Normal mean and an InverseGamma")
+    for rv in (mu, v):
+        _check_parameter(rv, model, pair)
+    if mu.type.shape != v.type.shape or model.rvs_to_transforms.get(mu) is not None:
+        raise NotConjugateError(
+            f"{mu.name} and {v.name} differ in shape (or {mu.name} is transformed)"
+        )
+    blockers = list(model.basic_RVs)
+    m0, s0 = mu.owner.op.dist_params(mu.owner)
+    if depends_on([m0, mu.owner.op.size_param(mu.owner)], v, blockers):
+        raise NotConjugateError(f"the prior mean of {mu.name} depends on {v.name}")
+    if sqrt_access(s0, v, blockers)[0] is not v:
+        raise NotConjugateError(f"the prior sigma of {mu.name} is not c * sqrt({v.name})")
+    kids = _children(mu, model)
+    if {c for c in _children(v, model) if c is not mu} != set(kids) or not kids:
+        raise NotConjugateError(
+            f"the children of {mu.name} and of {v.name} (besides {mu.name}) differ"
+        )
+    plan = _Plan(v, pair.family, pair=pair, partner=mu, partner_hyper=(m0, at_unit(s0, v)))
+    plan.children = [_block_child(pair, mu, v, c, blockers) for c in kids]
+    return plan
+
+
+def _block_child(pair, mu, v, child, blockers) -> _ChildPlan:
+    """A child ``Normal(mu, c * sqrt(v))``, both broadcast by leading axes only."""
+    link = pair.link(type(child.owner.op))
+    if link is None:
+        raise NotConjugateError(f"child {child.name} of {mu.name} is not Normal")
+    params = list(child.owner.op.dist_params(child.owner))
+    core, orders = strip_expand_dims(params[0])
+    size = child.owner.op.size_param(child.owner)
+    left = all(o[: o.count("x")] == ("x",) * o.count("x") for o in orders)
+    if core is not mu or not left or depends_on([params[1], size], mu, blockers):
+        raise NotConjugateError(f"{mu.name} is not the mean of child {child.name} itself")
+    if (
+        depends_on([params[0], size], v, blockers)
+        or sqrt_access(params[1], v, blockers)[0] is not v
+    ):
+        raise NotConjugateError(f"the sigma of child {child.name} is not c * sqrt({v.name})")
+    return _ChildPlan(child, link, [], None, tuple(link.extras(params, v)))
+
+
+def _blocks(rvs, model: Model) -> dict:
+    """``{v: mu}`` for the Normal-InverseGamma blocks among ``rvs`` (each variable once)."""
+    out, used = {}, set()
+    for v in rvs:
+        if type(getattr(v.owner, "op", None)) is not InvGammaRV:
+            continue
+        for mu in rvs:
+            if mu in used or mu is v or type(getattr(mu.owner, "op", None)) is not NormalRV:
+                continue
+            try:
+                _analyze_block(mu, v, model)
+            except NotConjugateError:
+                continue
+            out[v] = mu
+            used.update((mu, v))
+            break
+    return out
 
 
 # ---- regression: the parameter enters its children's means linearly ---------------------------
@@ -412,14 +481,14 @@ def _analyze_regression(rv, model: Model) -> _Plan:
         offset, jac = _linearize(mu, rv, p, all_rvs)
         if any(g is not None and _depends_on([g], rv, all_rvs) for g in (offset, jac)):
             raise NotConjugateError(f"could not separate {rv.name} from the mean of {child.name}")
-        plan.children.append(_ChildPlan(child, NormalRV, [], None, sigma, offset, jac))
+        plan.children.append(_ChildPlan(child, None, [], None, (sigma,), offset, jac))
     if not plan.children:
         raise NotConjugateError(f"{rv.name} has no children")
     return plan
 
 
 def conjugate_family(rv, model: Model | None = None) -> str | None:
-    """The conjugate family ("beta", "gamma", "dirichlet", "normal", "regression")
+    """The conjugate family ("beta", "gamma", "dirichlet", "normal", "invgamma", "regression")
     :class:`ConjugateGibbs` would use for ``rv``, or None when the structure is not supported.
 
     Examples
@@ -442,84 +511,6 @@ def conjugate_family(rv, model: Model | None = None) -> str | None:
         return None
 
 
-# ---- numeric side ----------------------------------------------------------------------------
-def _logodds(p):
-    return np.log(p) - np.log1p(-p)
-
-
-def _simplex(theta):
-    log_theta = np.log(theta)
-    return log_theta[..., :-1] - log_theta.mean(axis=-1, keepdims=True)
-
-
-# numpy forward transforms, cross-checked against PyMC's Transform.forward in the tests
-_FORWARD = {LogOddsTransform: _logodds, LogTransform: np.log, SimplexTransform: _simplex}
-
-
-def _expanded_shape(shape, orders):
-    for order in orders:
-        shape = tuple(1 if o == "x" else shape[o] for o in order)
-    return shape
-
-
-def _first_bad(values, ok):
-    """The first entry of ``values`` where the boolean array ``ok`` is False (for messages)."""
-    values = np.broadcast_to(np.asarray(values), np.shape(ok))
-    return values.ravel()[np.flatnonzero(~np.ravel(ok))[0]].item()
-
-
-def _check_positive(values, what):
-    """Raise ValueError naming ``what`` unless every entry is finite and > 0 (NaN fails).
-
-    Two reductions (min, max), no Python loop: NaN propagates through both and fails the test.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim == 0:  # the common case: one float comparison
-        if not 0.0 < float(v) < np.inf:
-            raise ValueError(f"{what} must be finite and > 0, got {float(v)!r}")
-        return
-    if v.size and not (v.min() > 0.0 and v.max() < np.inf):
-        bad = _first_bad(v, (v > 0.0) & (v < np.inf))
-        raise ValueError(f"{what} must be finite and > 0, got {bad!r}")
-
-
-def _check_support(kind, x, extra, what):
-    """Raise ValueError naming ``what`` unless the child's values ``x`` lie in its support:
-    Bernoulli {0, 1}, Binomial 0..n, Poisson 0, 1, ... (Categorical: see ``_child_stats``)."""
-    if not x.size:
-        return
-    if x.dtype.kind == "f" and not np.array_equal(x, np.floor(x)):  # NaN also fails
-        ok = x == np.floor(x)
-        raise ValueError(f"{what} has a non-integer value {_first_bad(x, ok)!r}")
-    lo = x.min()
-    if kind is BernoulliRV:
-        if lo < 0 or x.max() > 1:
-            bad = _first_bad(x, (x == 0) | (x == 1))
-            raise ValueError(f"{what} (Bernoulli) must be 0 or 1, got {bad!r}")
-    elif kind is BinomialRV:
-        n = np.asarray(extra)
-        n_min = n.min() if n.size else 0
-        if n_min < 0:
-            raise ValueError(f"{what} (Binomial) has a negative n = {_first_bad(n, n >= 0)!r}")
-        if lo < 0 or (x.max() > n_min and np.any(x > n)):  # max <= min(n): no comparison
-            ok = (x >= 0) & (x <= n)
-            raise ValueError(
-                f"{what} (Binomial) must be in 0..n, got {_first_bad(x, ok)!r} "
-                f"with n = {_first_bad(np.broadcast_to(n, ok.shape), ok)!r}"
-            )
-    elif kind is PoissonRV and lo < 0:
-        raise ValueError(f"{what} (Poisson) must be >= 0, got {_first_bad(x, x >= 0)!r}")
-
-
-# PyMC's names of the prior hyperparameters as PyTensor's op carries them
-_HYPER_NAMES = {
-    "beta": ("alpha", "beta"),
-    "gamma": ("alpha", "beta"),  # checked as scale = 1 / beta: in (0, inf) iff beta is
-    "dirichlet": ("a",),
-    "normal": ("mu", "sigma"),
-}
-
-
 class _Quantity:
     """A numeric input of the update: a point entry, a constant, a shared value or compiled."""
 
@@ -539,91 +530,61 @@ class _Quantity:
         return compiled[self.ref]
 
 
+# ---- numeric side ----------------------------------------------------------------------------
+def _expanded_shape(shape, orders):
+    for order in orders:
+        shape = tuple(1 if o == "x" else shape[o] for o in order)
+    return shape
+
+
 class _Updater:
     """Draws one parameter from its full conditional; built from a :class:`_Plan`."""
 
     def __init__(self, plan: _Plan, model: Model, compile_kwargs):
         rv = plan.rv
+        self.pair = plan.pair
         self.family = plan.family
         self.name = rv.name
-        value_var = model.rvs_to_values[rv]
-        self.value_name = value_var.name
+        self.value_name = model.rvs_to_values[rv].name
         self.shape = tuple(int(s) for s in rv.type.shape)
         transform = model.rvs_to_transforms.get(rv)
-        self.forward = None if transform is None else _FORWARD[type(transform)]
+        self.forward = None if transform is None else FORWARD[type(transform)]
         self._outs = []
-        value_names = {v: v.name for v in model.value_vars}
-
-        def quantity(expr):
-            [rep] = model.replace_rvs_by_values([pt.as_tensor(expr)])
-            if rep in value_names:
-                return _Quantity("point", value_names[rep])
-            if isinstance(rep, SharedVariable):
-                return _Quantity("shared", rep)
-            inputs = [v for v in graph_inputs([rep]) if not isinstance(v, Constant)]
-            if not inputs:
-                return _Quantity("const", np.asarray(pytensor.function([], rep, mode=_PY_MODE)()))
-            self._outs.append(rep)
-            return _Quantity("compiled", len(self._outs) - 1)
-
-        self.hyper = [quantity(p) for p in rv.owner.op.dist_params(rv.owner)]
-        self.children = []
-        for c in plan.children:
-            self.children.append(
-                (
-                    c.kind,
-                    quantity(c.rv),
-                    c.orders,
-                    None if c.index is None else quantity(c.index),
-                    None if c.extra is None else quantity(c.extra),
-                    f"child {c.rv.name} of {rv.name}",
-                )
+        self._value_names = {v: v.name for v in model.value_vars}
+        self._model = model
+        hyper = [*plan.partner_hyper, *rv.owner.op.dist_params(rv.owner)]  # block: (m0, c0) first
+        self.hyper = [self._quantity(p) for p in hyper]
+        self.children = [
+            (
+                c.link,
+                self._quantity(c.rv),
+                c.orders,
+                None if c.index is None else self._quantity(c.index),
+                tuple(self._quantity(e) for e in c.extras),
+                f"child {c.rv.name} of {rv.name}",
             )
+            for c in plan.children
+        ]
         self._fn = None
         if self._outs:
             ck = dict(compile_kwargs or {})
             ck.setdefault("on_unused_input", "ignore")
             self._fn = model.compile_fn(self._outs, inputs=model.value_vars, point_fn=True, **ck)
 
-    # sufficient statistics of one child, summed to the shape of the parameter
-    def _child_stats(self, kind, x, base_shape, orders, extra, what):
-        eshape = _expanded_shape(base_shape, orders)
-        x = np.asarray(x)
-        if kind is not NormalRV and kind is not CategoricalRV:
-            _check_support(kind, x, extra, what)
-        if kind is CategoricalRV:
-            k = eshape[-1]
-            bshape = eshape[:-1]
-            if x.size and (x.min() < 0 or x.max() >= k):
-                bad = _first_bad(x, (x >= 0) & (x < k))
-                raise ValueError(f"{what} (Categorical) must be in 0..{k - 1}, got {bad!r}")
-            ncell = int(np.prod(bshape))
-            if ncell == 1:
-                counts = np.bincount(x.ravel(), minlength=k).astype(np.float64)
-            else:
-                pos = np.broadcast_to(np.arange(ncell).reshape(bshape), x.shape)
-                counts = np.bincount((pos * k + x).ravel(), minlength=ncell * k).astype(np.float64)
-            return (counts.reshape(base_shape),)
-        if int(np.prod(eshape)) == 1:  # one parameter cell: a plain (integer-exact) sum
-            s = np.full(base_shape, float(x.sum()))
-        else:
-            s = sum_to_shape(x.astype(np.float64, copy=False), eshape).reshape(base_shape)
-        m = x.size // max(int(np.prod(eshape)), 1)  # records per parameter cell (uniform)
-        if kind is BinomialRV:
-            n = np.broadcast_to(np.asarray(extra, dtype=np.float64), x.shape)
-            return s, sum_to_shape(n, eshape).reshape(base_shape)
-        if kind is NormalRV:
-            _check_positive(extra, f"sigma of {what}")
-            w = 1.0 / np.square(np.asarray(extra, dtype=np.float64))
-            if w.size == 1:
-                w = w.reshape(())
-                return s * w, np.full(base_shape, m * w)
-            wx = np.broadcast_to(w, x.shape)
-            return (
-                sum_to_shape(x * wx, eshape).reshape(base_shape),
-                sum_to_shape(wx, eshape).reshape(base_shape),
-            )
-        return s, np.full(base_shape, float(m))  # Bernoulli / Poisson: trials = count
+    def _quantity(self, expr) -> _Quantity:
+        [rep] = self._model.replace_rvs_by_values([pt.as_tensor(expr)])
+        if rep in self._value_names:
+            return _Quantity("point", self._value_names[rep])
+        if isinstance(rep, SharedVariable):
+            return _Quantity("shared", rep)
+        inputs = [v for v in graph_inputs([rep]) if not isinstance(v, Constant)]
+        if not inputs:
+            return _Quantity("const", np.asarray(pytensor.function([], rep, mode=_PY_MODE)()))
+        self._outs.append(rep)
+        return _Quantity("compiled", len(self._outs) - 1)
+
+    def families(self) -> dict[str, str]:
+        return {self.value_name: self.family}
 
     def _scatter(self, stat, idx):
         """Add the rows of ``stat`` (shape idx.shape + shape[1:]) into rows ``idx`` of a zero
@@ -638,66 +599,58 @@ class _Updater:
         out = np.bincount(flat, weights=np.reshape(stat, -1), minlength=n0 * r)
         return out.reshape(self.shape)
 
-    def _check_hyper(self, hyper):
-        """ValueError naming the prior parameter unless the hyperparameters are valid: Beta,
-        Gamma and Dirichlet parameters and the Normal sigma finite and > 0, Normal mu finite."""
-        names = _HYPER_NAMES[self.family]
-        if self.family == "normal":
-            mu = hyper[0]
-            if mu.size and not np.isfinite(mu.sum()):
-                bad = _first_bad(mu, np.isfinite(mu))
-                raise ValueError(f"prior parameter mu of {self.name} must be finite, got {bad!r}")
-            hyper = hyper[1:]
-            names = names[1:]
-        elif self.family == "gamma":  # the op carries scale = 1 / beta; report beta
-            scale = hyper[1]
-            if scale.size and not (scale.min() > 0.0 and scale.max() < np.inf):
-                with np.errstate(divide="ignore"):
-                    rate = 1.0 / scale
-                _check_positive(rate, f"prior parameter beta of {self.name}")
-                _check_positive(scale, f"prior parameter beta of {self.name}")  # NaN
-            hyper = hyper[:1]
-        for value, name in zip(hyper, names, strict=False):
-            _check_positive(value, f"prior parameter {name} of {self.name}")
-
-    def draw(self, point, rng):
-        compiled = self._fn(point) if self._fn is not None else None
-        hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
-        self._check_hyper(hyper)
-        nstat = 1 if self.family == "dirichlet" else 2
-        totals = [np.zeros(self.shape) for _ in range(nstat)]
-        for kind, xq, orders, iq, eq, what in self.children:
-            x = xq.get(point, compiled)
-            extra = None if eq is None else eq.get(point, compiled)
+    def _totals(self, point, compiled):
+        """The pair's statistics of every child, accumulated (one pass over each child)."""
+        acc = None
+        for link, xq, orders, iq, eqs, what in self.children:
+            x = np.asarray(xq.get(point, compiled))
+            extras = tuple(e.get(point, compiled) for e in eqs)
             if iq is None:
-                stats = self._child_stats(kind, x, self.shape, orders, extra, what)
+                cells = Cells(_expanded_shape(self.shape, orders), self.shape)
+                stats = link.stats(x, extras, cells, what)
             else:
                 idx = np.asarray(iq.get(point, compiled))
                 base = idx.shape + self.shape[1:]
-                stats = [
-                    self._scatter(st, idx)
-                    for st in self._child_stats(kind, x, base, orders, extra, what)
-                ]
-            for total, st in zip(totals, stats, strict=True):
-                total += st
-        shape = self.shape
-        if self.family == "beta":
-            a, b = beta_binomial_posterior(*hyper, *totals)
-            theta = draw_beta(rng, np.broadcast_to(a, shape), np.broadcast_to(b, shape))
-        elif self.family == "gamma":
-            alpha, scale = hyper  # PyTensor's gamma op carries scale = 1 / rate
-            a, b = gamma_poisson_posterior(alpha, 1.0 / scale, *totals)
-            theta = draw_gamma(rng, np.broadcast_to(a, shape), np.broadcast_to(b, shape))
-        elif self.family == "dirichlet":
-            alpha = dirichlet_categorical_posterior(np.broadcast_to(hyper[0], shape), totals[0])
-            theta = draw_dirichlet(rng, alpha)
-        else:
-            mean, sd = normal_normal_posterior(*hyper, *totals)
-            theta = draw_normal(rng, np.broadcast_to(mean, shape), np.broadcast_to(sd, shape))
-        theta = np.asarray(theta, dtype=np.float64).reshape(shape)
-        if self.forward is not None:
-            theta = self.forward(theta)
+                cells = Cells(_expanded_shape(base, orders), base)
+                stats = [self._scatter(st, idx) for st in link.stats(x, extras, cells, what)]
+            acc = self.pair.combine(acc, stats)
+        return acc
+
+    def _posterior(self, point):
+        compiled = self._fn(point) if self._fn is not None else None
+        hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
+        self.pair.check_hyper(hyper, self.name)
+        return self.pair.posterior(hyper, self._totals(point, compiled), self.shape)
+
+    def _finish(self, theta, forward):
+        theta = np.asarray(theta, dtype=np.float64).reshape(self.shape)
+        if forward is not None:
+            theta = forward(theta)
         return np.asarray(theta, dtype=np.float64)  # a 0-d array, never a numpy scalar
+
+    def update(self, point, rng) -> dict:
+        """``{value name: new value}``: one exact draw from the full conditional."""
+        theta = self.pair.draw(rng, self._posterior(point))
+        return {self.value_name: self._finish(theta, self.forward)}
+
+
+class _BlockUpdater(_Updater):
+    """Draws a Normal mean and its InverseGamma variance jointly (Normal-InverseGamma block):
+    the hyperparameters are ``(m0, sigma of the mean at variance 1, alpha, beta)``."""
+
+    def __init__(self, plan: _Plan, model: Model, compile_kwargs):
+        super().__init__(plan, model, compile_kwargs)
+        self.partner_name = model.rvs_to_values[plan.partner].name
+
+    def families(self) -> dict[str, str]:
+        return {self.partner_name: self.family, self.value_name: self.family}
+
+    def update(self, point, rng) -> dict:
+        mu, v = self.pair.draw(rng, self._posterior(point))
+        return {
+            self.partner_name: self._finish(mu, None),
+            self.value_name: self._finish(v, self.forward),
+        }
 
 
 class _RegressionUpdater:
@@ -779,6 +732,13 @@ class _RegressionUpdater:
             draw_mvnormal_precision(rng, prec, h)  # raises ValueError with the reason
         return theta.reshape(self.shape)
 
+    def update(self, point, rng) -> dict:
+        """``{value name: new value}``: one exact draw from the full conditional."""
+        return {self.value_name: self.draw(point, rng)}
+
+    def families(self) -> dict[str, str]:
+        return {self.value_name: self.family}
+
     def _raise_bad_sigma(self, flags, args):
         """ValueError naming the first invalid standard deviation and its offending value."""
         i = int(np.flatnonzero(~flags)[0])
@@ -791,19 +751,29 @@ class _RegressionUpdater:
         raise ValueError(f"{what} must be finite and > 0")  # unreachable in practice
 
 
+@dataclass_state
+class ConjugateGibbsState(StepMethodState):
+    """Sampling state of :class:`ConjugateGibbs`: its variables and its generator (the draws
+    are exact and independent of the previous value, so nothing else carries over)."""
+
+
 class ConjugateGibbs(BlockedStep):
-    r"""Exact Gibbs draw of Beta / Gamma / Dirichlet / Normal parameters and of Normal /
-    MvNormal regression coefficients from their full conditional given their (latent or
-    observed) children; see the module docstring.
+    r"""Exact Gibbs draw of parameters from their full conditional given their (latent or
+    observed) children, for every conjugate pair of :data:`~pymc_dp.step_methods.
+    conjugate_pairs.PAIRS` and for Normal / MvNormal regression coefficients; see the module
+    docstring.
 
     Parameters
     ----------
     vars : list
         Parameters (model variables or their value variables) to update. Each must have a
-        supported conjugate structure (else ``ValueError``); several are updated in turn.
+        supported conjugate structure (else ``ValueError``); several are updated in turn. A
+        Normal mean and an InverseGamma variance that form a Normal-InverseGamma block (module
+        docstring) are drawn jointly when both are given.
     model : pm.Model, optional
     rng : seed or numpy Generator, optional
         Replaced per chain by ``pm.sample`` (``setup_chain``), so ``random_seed`` decides draws.
+        ``sampling_state`` holds it (:class:`ConjugateGibbsState`).
     initial_point, compile_kwargs, blocked
         Accepted for PyMC's step assignment; ``compile_kwargs`` is used for the (rare) compiled
         hyperparameter expressions.
@@ -819,13 +789,25 @@ class ConjugateGibbs(BlockedStep):
     Every draw first checks, vectorised (a few numpy reductions), the values it is given and
     raises ``ValueError`` naming the offending child or prior parameter: standard deviations
     (children's ``sigma``, the prior's ``sigma``, regression included) and Beta / Gamma /
-    Dirichlet hyperparameters must be finite and > 0, a Normal prior mean finite, and the
-    children's values in their support (Bernoulli 0 or 1, Binomial ``0..n``, Poisson ``>= 0``,
-    Categorical ``0..K-1``).
+    Dirichlet / InverseGamma hyperparameters must be finite and > 0, a Normal prior mean
+    finite, and the children's values in their support (Bernoulli 0 or 1, Binomial ``0..n``,
+    Poisson ``>= 0``, Exponential finite and ``>= 0``, Categorical ``0..K-1``).
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> with pm.Model() as model:
+    ...     v = pm.InverseGamma("v", 3.0, 2.0)
+    ...     mu = pm.Normal("mu", 0.0, sigma=pm.math.sqrt(v))
+    ...     x = pm.Normal("x", mu, sigma=pm.math.sqrt(v), observed=np.array([0.5, 1.5]))
+    ...     step = ConjugateGibbs([mu, v], rng=1)
+    >>> step.families
+    {'mu': 'normal_invgamma', 'v_log__': 'normal_invgamma'}
     """
 
     name = "conjugate_gibbs"
     stats_dtypes_shapes: ClassVar[dict] = {}
+    _state_class = ConjugateGibbsState
 
     def __init__(
         self,
@@ -842,25 +824,33 @@ class ConjugateGibbs(BlockedStep):
         self.vars = value_vars
         self.blocked = blocked
         self.rng = get_random_generator(rng)
+        rvs = [model.values_to_rvs[v] for v in value_vars]
+        blocks = _blocks(rvs, model)
+        partners = set(blocks.values())
         self._updaters = []
-        for v in value_vars:
-            rv = model.values_to_rvs[v]
+        for rv in rvs:
+            if rv in partners:
+                continue  # drawn with its variance
             try:
-                plan = _analyze(rv, model)
+                plan = (
+                    _analyze_block(blocks[rv], rv, model) if rv in blocks else _analyze(rv, model)
+                )
             except NotConjugateError as err:
                 raise ValueError(f"ConjugateGibbs cannot update {rv.name}: {err}") from None
-            cls = _RegressionUpdater if plan.family == "regression" else _Updater
-            self._updaters.append(cls(plan, model, compile_kwargs))
+            self._updaters.append(_updater_class(plan)(plan, model, compile_kwargs))
 
     @property
     def families(self) -> dict[str, str]:
         """Value-variable name -> conjugate family used for it."""
-        return {u.value_name: u.family for u in self._updaters}
+        out = {}
+        for u in self._updaters:
+            out.update(u.families())
+        return out
 
     def step(self, point):
         new_point = dict(point)  # the incoming arrays are never written to
         for updater in self._updaters:
-            new_point[updater.value_name] = updater.draw(new_point, self.rng)
+            new_point.update(updater.update(new_point, self.rng))
         return new_point, [{}]
 
     @staticmethod
@@ -879,6 +869,12 @@ class ConjugateGibbs(BlockedStep):
         if parameter_claimable([c.rv for c in plan.children], model):
             return Competence.IDEAL
         return Competence.INCOMPATIBLE
+
+
+def _updater_class(plan: _Plan):
+    if plan.family == "regression":
+        return _RegressionUpdater
+    return _BlockUpdater if plan.partner is not None else _Updater
 
 
 #: The step classes of this module, for ``pymc.step_methods.STEP_METHODS``.

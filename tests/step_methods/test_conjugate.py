@@ -234,7 +234,9 @@ def test_explicit_refuses_non_conjugate():
         p = pm.Beta("p", 1.0, 1.0)
         pm.Bernoulli("x", p=p**2, observed=np.array([1, 0]))
         lam = pm.Gamma("lam", 1.0, 1.0)
-        pm.Exponential("e", lam=lam, observed=np.array([1.0]))  # scale = 1/lam: not claimed
+        # a Gamma prior on the *scale* of an Exponential is not conjugate (on its rate it is,
+        # since the Gamma-Exponential pair: tests/step_methods/test_conjugate_pairs.py)
+        pm.Exponential("e", scale=lam, observed=np.array([1.0]))
         q = pm.Beta("q", 1.0, 1.0)
         pm.Bernoulli("w", p=q, observed=np.array([1]))
         pm.Potential("pot", pm.math.log(q))
