@@ -1,12 +1,31 @@
 """Privacy accounting: pure functions of the privacy parameters, apart from any noise draw.
 
+This module is the one home of every privacy formula of pymc_dp: the mechanisms in
+:mod:`pymc_dp.mechanisms` and the report in :mod:`pymc_dp.privacy` call it and hold none.
+
+* :class:`PrivacyGuarantee` — what a release guarantees: ``(epsilon, delta)`` and zCDP ``rho``.
+* :func:`as_distance`, :func:`round_up` — the privacy maps' input check and their rounding:
+  every value computed from exact rationals is the smallest double at or above it, so floating
+  point never under-counts.
+* :func:`linear_epsilon` — pure DP scales linearly: a mechanism that is ``ε``-DP for changes of
+  size ``Δ`` is ``ε d/Δ``-DP for changes of size ``d`` (Laplace: ``ε(d) = d/b``; two-sided
+  geometric: ``ε(d) = d ln(1/α)``).
+* :func:`quadratic_rho` — (discrete) Gaussian zCDP scales quadratically:
+  ``ρ(d) = d²/(2σ²)`` (Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020, Thm. 4).
+* :func:`laplace_scale`, :func:`geometric_rate`, :func:`gaussian_sigma_from_rho`,
+  :func:`discrete_gaussian_sigma2_from_rho` — calibration from a stated guarantee, rounded to
+  more noise so that the stated guarantee holds exactly for the law sampled.
 * :func:`laplace_epsilon` — the Laplace mechanism is ``Δ/b``-DP.
 * :func:`gaussian_rho`, :func:`gaussian_sigma_from_rho` — the Gaussian mechanism is
   ``Δ²/(2σ²)``-zCDP (Bun & Steinke 2016, Prop. 1.6).
 * :func:`analytic_gaussian_delta`, :func:`analytic_gaussian_epsilon`,
   :func:`analytic_gaussian_sigma` — the exact (ε, δ) curve of the Gaussian mechanism
   (Balle & Wang 2018, Thm. 8) and its inverses.
-* :func:`compose` — basic sequential composition.
+* :func:`discrete_gaussian_delta`, :func:`discrete_gaussian_epsilon`,
+  :func:`discrete_gaussian_sigma` — the exact (ε, δ) curve of the discrete Gaussian mechanism
+  (CKS 2020, Thm. 7) and its inverses.
+* :func:`compose` — basic sequential composition; :func:`compose_repeated` — ``k`` releases of
+  one mechanism; :func:`implied_rho` — pure ``ε``-DP is ``ε²/2``-zCDP.
 * :func:`zcdp_to_approx_dp` — zCDP to (ε, δ)-DP (Bun & Steinke 2016, Prop. 1.3, or the tighter
   Canonne, Kamath & Steinke 2020, Cor. 13).
 
@@ -49,29 +68,235 @@ untrustworthy value.
 we solve them in log space (``log δ``, ``log σ``) with Brent's method and then step towards
 more privacy cost until a certified upper bound on ``δ`` (the computed value plus a margin for
 rounding errors) is at most the target.
-"""
+
+
+The discrete Gaussian curve
+---------------------------
+For integer sensitivity :math:`\\Delta`, the privacy loss of :math:`M(x) = x + Y`,
+:math:`Y \\sim \\mathcal{N}_{\\mathbb{Z}}(0, \\sigma^2)`, at output :math:`y` between neighbours
+0 and :math:`\\Delta` is :math:`\\log p(y)/p(y-\\Delta) = (\\Delta^2 - 2y\\Delta)/(2\\sigma^2)`, so
+the tight :math:`\\delta(\\epsilon) = \\sum_y [p(y) - e^\\epsilon p(y - \\Delta)]_+` is
+(CKS 2020, Theorem 7)
+
+.. math:: \\delta(\\epsilon) = P[Y > a] - e^{\\epsilon} P[Y > a + \\Delta],
+          \\qquad a = \\frac{\\epsilon\\sigma^2}{\\Delta} - \\frac{\\Delta}{2},
+
+and, shifting the second sum by :math:`\\Delta`, the same value is the sum of *positive* terms
+
+.. math:: \\delta(\\epsilon) = \\frac{1}{Z}\\sum_{y > a} e^{-y^2/(2\\sigma^2)}
+          \\Bigl(-\\operatorname{expm1}\\bigl(\\epsilon - \\tfrac{2y\\Delta + \\Delta^2}{2\\sigma^2}
+          \\bigr)\\Bigr),
+
+which :func:`discrete_gaussian_delta` sums directly (no cancellation) whenever at most 100 000
+terms carry mass above :math:`e^{-40}` relative to the first (terms with :math:`y < -40\\sigma`,
+each below :math:`e^{-800}`, are dropped). Beyond that (very large ``sigma`` or
+``sensitivity``) it evaluates the two tails by the Euler-Maclaurin formula with three
+Bernoulli corrections,
+:math:`\\sum_{y \\ge k} f(y) = \\sigma\\sqrt{\\pi/2}\\operatorname{erfc}(u/\\sqrt2) + f(k)
+[\\tfrac12 + \\tfrac{1}{12}\\sigma^{-1}He_1(u) - \\tfrac{1}{720}\\sigma^{-3}He_3(u) +
+\\tfrac{1}{30240}\\sigma^{-5}He_5(u)]` with :math:`u = k/\\sigma` (relative truncation error below
+1e-16 there, since then :math:`\\sigma > 10^4`); the difference of the tails then has
+relative error about :math:`10^{-16}\\,P[Y > a]/\\delta`. The normaliser :math:`Z` comes from
+:mod:`pymc_dp.kernels.discrete_gaussian`."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import optimize, special
 
 from pymc_dp._validation import _as_real, as_positive_finite, as_unit_open
-from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.kernels.discrete_gaussian import log_normalizer as _dg_log_normalizer
+from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational
 
 __all__ = [
+    "PrivacyGuarantee",
     "analytic_gaussian_delta",
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
+    "as_distance",
     "compose",
+    "compose_repeated",
+    "discrete_gaussian_delta",
+    "discrete_gaussian_epsilon",
+    "discrete_gaussian_sigma",
+    "discrete_gaussian_sigma2_from_rho",
+    "gaussian_delta_for_distance",
     "gaussian_rho",
     "gaussian_sigma_from_rho",
+    "geometric_rate",
+    "implied_rho",
     "laplace_epsilon",
+    "laplace_scale",
+    "linear_epsilon",
+    "quadratic_rho",
+    "round_up",
     "zcdp_to_approx_dp",
 ]
+
+
+@dataclass(frozen=True)
+class PrivacyGuarantee:
+    """What a release by a mechanism guarantees.
+
+    Attributes
+    ----------
+    epsilon : float
+        The epsilon of (epsilon, delta)-DP (``inf`` when no finite epsilon holds).
+    delta : float
+        The delta of (epsilon, delta)-DP; 0 for pure DP.
+    rho : float or None
+        The rho of rho-zCDP (Bun & Steinke 2016), where the mechanism has one.
+
+    Examples
+    --------
+    >>> PrivacyGuarantee(0.5)
+    PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    rho: float | None = None
+
+
+# ---- exact rationals to doubles, and the privacy maps' input ----------------------------------
+def round_up(x) -> float:
+    """The smallest double ``>= x`` for a rational ``x >= 0`` (``inf`` beyond the double range).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> round_up(Fraction(1, 2)), round_up(Fraction(1, 3)) > 1 / 3
+    (0.5, True)
+    """
+    x = Fraction(x)
+    try:
+        f = float(x)
+    except OverflowError:
+        return math.inf
+    if f != math.inf and Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def as_distance(d_in, *, integer: bool = False) -> Fraction:
+    """Validate the input of a privacy map: a finite ``d_in >= 0`` (an integer if ``integer``).
+
+    ``d_in`` is the size of the change of the released statistic (in the mechanism's
+    sensitivity norm) that one individual can cause. Integer mechanisms release integer
+    statistics, whose changes are integers. Returns the exact value as a ``Fraction``.
+
+    Raises
+    ------
+    TypeError
+        If ``d_in`` is not a real number (bools and strings are refused).
+    ValueError
+        If ``d_in`` is NaN, infinite, negative, or (``integer``) not an integer; the message
+        names ``d_in``.
+
+    Examples
+    --------
+    >>> as_distance(3), as_distance(0.5)
+    (Fraction(3, 1), Fraction(1, 2))
+    """
+    if isinstance(d_in, numbers.Integral) and not isinstance(d_in, bool | np.bool_):
+        d = Fraction(int(d_in))
+    else:
+        x = _as_real("d_in", d_in)
+        if not math.isfinite(x):
+            raise ValueError(f"d_in must be finite and >= 0, got {d_in!r}")
+        d = Fraction(x)
+    if not d >= 0:
+        raise ValueError(f"d_in must be finite and >= 0, got {d_in!r}")
+    if integer and d.denominator != 1:
+        raise ValueError(
+            f"d_in must be an integer for an integer mechanism (its statistic changes by whole "
+            f"numbers), got {d_in!r}"
+        )
+    return d
+
+
+# ---- privacy maps: how a guarantee scales with the size of the change --------------------------
+def linear_epsilon(rate, d_in) -> float:
+    """Pure ``ε`` of a change of size ``d_in`` for a mechanism with loss ``rate`` per unit.
+
+    For Laplace noise of scale ``b`` the privacy loss between outputs for inputs ``d`` apart is at
+    most ``d/b`` (triangle inequality), attained; for the two-sided geometric law it is
+    ``d ln(1/α)``. So ``ε(d) = d * rate`` with ``rate = 1/b`` or ``ln(1/α)``, computed exactly and
+    rounded up.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> linear_epsilon(Fraction(1, 4), 2)
+    0.5
+    """
+    return round_up(Fraction(rate) * Fraction(d_in))
+
+
+def quadratic_rho(sigma2, d_in) -> float:
+    """zCDP ``ρ = d²/(2σ²)`` of a change of size ``d_in`` under (discrete) Gaussian noise.
+
+    Continuous Gaussian: Bun & Steinke 2016, Prop. 1.6 (any real ``d``); discrete Gaussian:
+    Canonne, Kamath & Steinke 2020, Thm. 4 (integer ``d``). Exact, rounded up.
+
+    Examples
+    --------
+    >>> quadratic_rho(4, 2)
+    0.5
+    """
+    d = Fraction(d_in)
+    return round_up(d * d / (2 * Fraction(sigma2)))
+
+
+def laplace_scale(epsilon, sensitivity=1.0) -> float:
+    """The Laplace scale for ``ε``-DP: ``b = Δ/ε``, raised by ulps until ``Δ/b <= ε`` exactly.
+
+    Examples
+    --------
+    >>> laplace_scale(0.5, 2.0)
+    4.0
+    >>> Fraction(1.0) / Fraction(laplace_scale(0.3)) <= Fraction(0.3)
+    True
+    """
+    eps = as_positive_finite("epsilon", epsilon)
+    d = as_positive_finite("sensitivity", sensitivity)
+    b = d / eps
+    target = Fraction(eps)
+    for _ in range(8):
+        if not (math.isfinite(b) and b > 0.0) or Fraction(d) / Fraction(b) <= target:
+            break
+        b = math.nextafter(b, math.inf)
+    return b
+
+
+def geometric_rate(rate, sensitivity=1) -> Fraction:
+    """The rational ``ln(1/α) = s/t`` sampled for a requested rate (``ε/Δ``), never above it.
+
+    The best rational from below with ``s, t <= 2**61`` (the exact sampler's range). If
+    ``Δ s/t`` then falls strictly between two doubles, the rate is lowered to the best rational
+    below ``ε_f/Δ`` with ``ε_f`` the double nearest ``Δ s/t``, so that the reported
+    ``ε = round_up(Δ s/t)`` is, in the usual case, that same nearest double.
+
+    Examples
+    --------
+    >>> geometric_rate(Fraction(1, 2))
+    Fraction(1, 2)
+    """
+    rate = best_rational(Fraction(rate), MAX_INT, "below")
+    exact = sensitivity * rate
+    nearest = Fraction(float(exact))
+    if nearest < exact:
+        lower = best_rational(nearest / sensitivity, MAX_INT, "below")
+        if lower > 0:
+            rate = lower
+    return rate
+
 
 _SQRT2 = math.sqrt(2.0)
 _LOG2 = math.log(2.0)
@@ -103,7 +328,7 @@ def laplace_epsilon(scale, sensitivity=1.0) -> float:
     """
     b = as_positive_finite("scale", scale)
     d = as_positive_finite("sensitivity", sensitivity)
-    return d / b
+    return linear_epsilon(1 / Fraction(b), Fraction(d))
 
 
 def gaussian_rho(sigma, sensitivity=1.0) -> float:
@@ -123,7 +348,7 @@ def gaussian_rho(sigma, sensitivity=1.0) -> float:
             f"rho = sensitivity²/(2 sigma²) is out of range for sigma={sigma!r}, "
             f"sensitivity={sensitivity!r}"
         )
-    return rho
+    return quadratic_rho(Fraction(s) ** 2, Fraction(d))
 
 
 def gaussian_sigma_from_rho(rho, sensitivity=1.0) -> float:
@@ -136,7 +361,15 @@ def gaussian_sigma_from_rho(rho, sensitivity=1.0) -> float:
     """
     r = as_positive_finite("rho", rho)
     d = as_positive_finite("sensitivity", sensitivity)
-    return d / math.sqrt(2.0 * r)
+    s = d / math.sqrt(2.0 * r)
+    # more noise by ulps until d**2 / (2 s**2) <= rho exactly (the stated rho then holds)
+    for _ in range(8):
+        if not (math.isfinite(s) and s > 0.0):
+            break
+        if Fraction(d) ** 2 / (2 * Fraction(s) ** 2) <= Fraction(r):
+            break
+        s = math.nextafter(s, math.inf)
+    return s
 
 
 # ---- analytic Gaussian (Balle & Wang 2018) -----------------------------------------------------
@@ -383,8 +616,8 @@ def _round_up(ok, x: float) -> float:
 
 # ---- composition and conversion -----------------------------------------------------------
 def _check_guarantee(i: int, g) -> PrivacyGuarantee:
-    if isinstance(g, Mechanism):
-        g = g.guarantee()
+    if not isinstance(g, PrivacyGuarantee) and callable(getattr(g, "guarantee", None)):
+        g = g.guarantee()  # a Mechanism (duck-typed: mechanisms import this module)
     if not isinstance(g, PrivacyGuarantee):
         raise TypeError(
             f"guarantees[{i}] must be a PrivacyGuarantee or a Mechanism, got {type(g).__name__}"
@@ -423,7 +656,6 @@ def compose(guarantees: Iterable) -> PrivacyGuarantee:
 
     Examples
     --------
-    >>> from pymc_dp.mechanisms.base import PrivacyGuarantee
     >>> compose([PrivacyGuarantee(0.5), PrivacyGuarantee(0.25, 1e-6)])
     PrivacyGuarantee(epsilon=0.75, delta=1e-06, rho=None)
     >>> compose([PrivacyGuarantee(math.inf, 0.0, 0.125), PrivacyGuarantee(math.inf, 0.0, 0.375)])
@@ -505,3 +737,246 @@ def zcdp_to_approx_dp(rho, delta, *, method: str = "bs16") -> float:
     alpha = optimize.brentq(deriv, lo, hi, xtol=1e-15, maxiter=500)
     # a negative bound (large δ, tiny ρ) means (0, δ)-DP already holds
     return max(0.0, min(bs, eps_of(alpha)))
+
+
+# ---- discrete Gaussian (Canonne, Kamath & Steinke 2020) ------------------------------------------
+_MAX_TERMS = 100_000
+
+
+def _tail_em(k: float, sigma: float) -> float:
+    """``sum_{y >= k} exp(-y^2/(2 sigma^2))`` for integer ``k`` by Euler-Maclaurin (large sigma)."""
+    u = k / sigma
+    if u >= 40.0:  # below exp(-800) relative to Z
+        return 0.0
+    if u <= -40.0:  # all of Z up to exp(-800)
+        return math.exp(float(_dg_log_normalizer(sigma)))
+    f = math.exp(-0.5 * u * u)
+    he1 = u
+    he3 = u**3 - 3.0 * u
+    he5 = u**5 - 10.0 * u**3 + 15.0 * u
+    corr = 0.5 + he1 / (12.0 * sigma) - he3 / (720.0 * sigma**3) + he5 / (30240.0 * sigma**5)
+    return sigma * math.sqrt(math.pi / 2.0) * special.erfc(u / math.sqrt(2.0)) + f * corr
+
+
+def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> float:
+    """Tight ``delta(epsilon)`` of the discrete Gaussian mechanism (CKS 2020, Theorem 7).
+
+    See "The discrete Gaussian curve" in the module docstring for the derivation and the
+    evaluation method. ``epsilon >= 0``, ``sigma > 0`` and ``sensitivity`` a positive integer
+    are taken as given (the mechanism validates them).
+
+    Examples
+    --------
+    >>> round(discrete_gaussian_delta(1.0, 2.0, 1), 10)
+    0.0072487768
+    """
+    eps = float(epsilon)
+    s = float(sigma)
+    d = int(sensitivity)
+    a = eps * s * s / d - d / 2.0
+    if not a < 40.0 * s:  # delta <= P[Y > 40 s] < exp(-800): 0 in float64
+        return 0.0
+    k1 = math.floor(a) + 1  # first integer y > a (the term at y == a is 0 anyway)
+    log_z = float(_dg_log_normalizer(s))
+    # the summand decays at least like exp(-(y^2 - k1^2)/(2 s^2)) beyond y >= max(k1, 0), and
+    # is at most p(y) < exp(-800) for y < -40 s - 2: those terms are dropped
+    start0 = max(k1, 0)
+    first = max(k1, -math.ceil(40.0 * s) - 2)
+    width = math.sqrt(start0 * start0 + 80.0 * s * s) - start0 + 2.0
+    n_terms = (start0 - first) + width
+    if n_terms <= _MAX_TERMS:
+        y = np.arange(first, start0 + math.ceil(width) + 1, dtype=np.float64)
+        z = y / s
+        arg = eps - (2.0 * y * d + d * d) / (2.0 * s * s)
+        log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z
+        return float(math.fsum(np.exp(log_terms).tolist()))
+    z_ = math.exp(log_z)
+    res = (_tail_em(k1, s) - math.exp(eps) * _tail_em(k1 + d, s)) / z_
+    return min(max(res, 0.0), 1.0)
+
+
+def discrete_gaussian_sigma2_from_rho(rho, sensitivity: int = 1) -> Fraction:
+    """The exact ``σ² = Δ²/(2ρ)`` giving ``ρ``-zCDP (CKS 2020, Thm. 4), as a ``Fraction``.
+
+    Examples
+    --------
+    >>> discrete_gaussian_sigma2_from_rho(0.125)
+    Fraction(4, 1)
+    """
+    r = as_positive_finite("rho", rho)
+    return Fraction(sensitivity * sensitivity) / (2 * Fraction(r))
+
+
+#: relative tolerance of the discrete Gaussian sigma and epsilon root finds
+DG_RTOL = 1e-12
+#: calibration aims at delta * (1 - _DG_MARGIN) to absorb the float error of the curve
+_DG_MARGIN = 1e-9
+
+
+def _bisect_log(ok, lo: float, hi: float) -> float:
+    """Bisection on ``log x`` to relative ``DG_RTOL``: upper end (``ok(hi)``)."""
+    for _ in range(200):
+        if hi / lo - 1.0 <= DG_RTOL:
+            break
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def discrete_gaussian_sigma(epsilon, delta, sensitivity: int = 1, *, sigma_range=(1e-6, 1e7)):
+    """Smallest sigma (rounded up, relative tolerance 1e-12) with ``δ(ε; σ) <= 0.999999999 δ``.
+
+    Bisection on ``log σ`` of the exact curve :func:`discrete_gaussian_delta`, which decreases
+    in ``σ``; the margin 1e-9 covers the float error of the sum. Every loop is bounded: the
+    doubling search stops within ``log2(σ_max/σ_min) < 45`` steps and the bisection within about
+    45 more. Returns a value in ``sigma_range``, or raises ``ValueError`` naming ``epsilon`` and
+    ``delta`` when even the largest sigma does not meet the target.
+
+    Examples
+    --------
+    >>> s = discrete_gaussian_sigma(1.0, 1e-6)
+    >>> bool(discrete_gaussian_delta(1.0, s, 1) <= 1e-6)
+    True
+    """
+    eps = as_positive_finite("epsilon", epsilon)
+    dlt = as_unit_open("delta", delta)
+    smin, smax = sigma_range
+    target = dlt * (1.0 - _DG_MARGIN)
+
+    def ok(s: float) -> bool:
+        return discrete_gaussian_delta(eps, s, sensitivity) <= target
+
+    if not ok(smax):
+        raise ValueError(
+            f"epsilon={epsilon!r}, delta={delta!r}, sensitivity={sensitivity} need sigma > "
+            f"{smax:g}, which the exact int64 sampler cannot represent: raise epsilon or delta"
+        )
+    try:  # classical bound as a start, clipped to the allowed range
+        hi = sensitivity * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
+    except (ArithmeticError, ValueError):
+        hi = smax
+    hi = min(max(hi, 1e-3), smax) if math.isfinite(hi) else smax
+    for _ in range(64):
+        if ok(hi):
+            break
+        hi = min(hi * 2.0, smax)
+    lo = hi / 2.0
+    for _ in range(64):
+        if not ok(lo):
+            break
+        hi = lo
+        lo /= 2.0
+        if lo < smin:
+            return max(hi, smin)
+    return _bisect_log(ok, lo, hi)
+
+
+def discrete_gaussian_epsilon(delta, sigma: float, sensitivity: int = 1) -> float:
+    """Smallest ``ε`` with ``δ(ε) <= delta`` for the discrete Gaussian, rounded up (rtol 1e-12).
+
+    Examples
+    --------
+    >>> e = discrete_gaussian_epsilon(1e-6, 4.0)
+    >>> bool(discrete_gaussian_delta(e, 4.0, 1) <= 1e-6)
+    True
+    """
+    dlt = as_unit_open("delta", delta)
+
+    def ok(e):
+        return discrete_gaussian_delta(e, sigma, sensitivity) <= dlt
+
+    if ok(0.0):
+        return 0.0
+    hi = 1.0
+    # delta(epsilon) is exactly 0 once epsilon sigma**2 / sens - sens / 2 >= 40 sigma: the
+    # doubling stops after at most about 1100 steps (a bound that is never reached)
+    for _ in range(1100):
+        if ok(hi):
+            break
+        hi *= 2.0
+    lo = hi / 2.0 if hi > 1.0 else 0.0
+    for _ in range(200):
+        if hi - lo <= DG_RTOL * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# ---- the (epsilon, delta) curve of the Gaussian at another distance ----------------------------
+def gaussian_delta_for_distance(epsilon, sigma, d_in, stated: tuple) -> float:
+    """δ at ``ε`` of the Gaussian mechanism for a change of size ``d_in``, never under-counted.
+
+    ``stated = (sensitivity, delta)``: the sensitivity and the δ the mechanism states for it
+    (at least the curve's value there). Below the sensitivity the result is the smaller of the
+    stated δ and a certified upper bound on the exact curve ``δ(ε; σ, d_in)`` (Balle & Wang 2018,
+    Thm. 8; see ``_log_delta``); above it, the larger. So the map is monotone in ``d_in`` and
+    returns the stated δ at the sensitivity. Where the curve cannot be evaluated reliably it is
+    bounded by 1.
+
+    Examples
+    --------
+    >>> gaussian_delta_for_distance(1.0, 3.73, 1.0, (1.0, 1e-5))
+    1e-05
+    >>> gaussian_delta_for_distance(1.0, 3.73, 0.5, (1.0, 1e-5)) < 1e-5
+    True
+    """
+    sens, stated_delta = stated
+    d = float(d_in)
+    if d == 0.0:
+        return 0.0
+    if d == sens:
+        return stated_delta
+    try:
+        curve = min(1.0, math.exp(_log_delta(float(epsilon), d / sigma, upper=True)))
+    except (ArithmeticError, ValueError):
+        curve = 1.0
+    return min(stated_delta, curve) if d < sens else max(stated_delta, curve)
+
+
+# ---- repeated releases and zCDP of pure DP ----------------------------------------------------
+def implied_rho(g: PrivacyGuarantee) -> float | None:
+    """``ρ`` of a guarantee: its own, or ``ε²/2`` for pure ``ε``-DP (Bun & Steinke 2016,
+    Prop. 1.4), rounded up; ``None`` when neither applies.
+
+    Examples
+    --------
+    >>> implied_rho(PrivacyGuarantee(0.5)), implied_rho(PrivacyGuarantee(1.0, 1e-6))
+    (0.125, None)
+    """
+    if g.rho is not None:
+        return float(g.rho)
+    if float(g.delta) == 0.0 and math.isfinite(g.epsilon):
+        e = Fraction(float(g.epsilon))
+        return round_up(e * e / 2)
+    return None
+
+
+def compose_repeated(g, k: int) -> PrivacyGuarantee:
+    """``k`` releases with guarantee ``g`` (basic composition): ``kε``, ``min(1, kδ)``, ``kρ``.
+
+    Each product is exact and rounded up (Dwork & Roth 2014, Thm. 3.16; Bun & Steinke 2016,
+    Lemma 1.7). ``g`` may be a mechanism (its ``guarantee()``); ``k`` is a positive integer.
+
+    Examples
+    --------
+    >>> compose_repeated(PrivacyGuarantee(0.5, 1e-6, 0.125), 3)
+    PrivacyGuarantee(epsilon=1.5, delta=3e-06, rho=0.375)
+    """
+    g = _check_guarantee(0, g)
+    if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) or not k >= 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = Fraction(int(k))
+
+    def times(x):
+        x = float(x)
+        return math.inf if x == math.inf else round_up(k * Fraction(x))
+
+    rho = None if g.rho is None else times(g.rho)
+    return PrivacyGuarantee(epsilon=times(g.epsilon), delta=min(1.0, times(g.delta)), rho=rho)

@@ -19,29 +19,17 @@ Both series are evaluated in both branches of the PyTensor ``switch`` and stay f
 (``sigma`` is floored at 1e-3 in the direct branch, where every term is already 0), so gradients
 are never NaN.
 
-Exact privacy curve (CKS 2020, Theorem 7). For integer sensitivity :math:`\Delta`, the privacy loss
-of :math:`M(x) = x + Y` at output :math:`y` between neighbours 0 and :math:`\Delta` is
-:math:`\log p(y)/p(y-\Delta) = (\Delta^2 - 2y\Delta)/(2\sigma^2)`, so the tight
-:math:`\delta(\epsilon) = \sum_y [p(y) - e^\epsilon p(y - \Delta)]_+` is
+The exact privacy curve of the mechanism built on this law (CKS 2020, Theorem 7) is
+accounting, and lives in :mod:`pymc_dp.accounting` (``discrete_gaussian_delta``).
 
-.. math:: \delta(\epsilon) = P[Y > a] - e^{\epsilon} P[Y > a + \Delta],
-          \qquad a = \frac{\epsilon\sigma^2}{\Delta} - \frac{\Delta}{2},
-
-and, shifting the second sum by :math:`\Delta`, the same value is the sum of *positive* terms
-
-.. math:: \delta(\epsilon) = \frac{1}{Z}\sum_{y > a} e^{-y^2/(2\sigma^2)}
-          \Bigl(-\operatorname{expm1}\bigl(\epsilon - \tfrac{2y\Delta + \Delta^2}{2\sigma^2}
-          \bigr)\Bigr),
-
-which :func:`delta_exact` sums directly (no cancellation) whenever at most 100 000 terms carry
-mass above :math:`e^{-40}` relative to the first (terms with :math:`y < -40\sigma`, each below
-:math:`e^{-800}`, are dropped). Beyond that (very large ``sigma`` or
-``sensitivity``) it evaluates the two tails by the Euler-Maclaurin formula with three Bernoulli
-corrections, :math:`\sum_{y \ge k} f(y) = \sigma\sqrt{\pi/2}\operatorname{erfc}(u/\sqrt2) + f(k)
-[\tfrac12 + \tfrac{1}{12}\sigma^{-1}He_1(u) - \tfrac{1}{720}\sigma^{-3}He_3(u) +
-\tfrac{1}{30240}\sigma^{-5}He_5(u)]` with :math:`u = k/\sigma` (relative truncation error below
-1e-16 there, since then :math:`\sigma > 10^4`); the difference of the tails then has
-relative error about :math:`10^{-16}\,P[Y > a]/\delta`.
+Exact sampler (CKS 2020, Algorithm 3). :func:`sample_discrete_gaussian` proposes from the
+discrete Laplace law with scale ``t`` (:mod:`pymc_dp.kernels.discrete_laplace`) and accepts with
+probability :math:`\exp(-(|Y| - \sigma^2/t)^2/(2\sigma^2))`, all in int64 arithmetic for
+rational :math:`\sigma^2 = t m / d` (:func:`gaussian_rational` picks ``t, m, d`` with
+``t m / d >= sigma**2``, more noise never less, and every product inside int64). It never returns
+:math:`|y| >` ``ymax`` with ``ymax >= sigma**2 / t + 40 sigma``; under the target law that event
+has probability below :math:`e^{-800} < 10^{-340}` (it is proposed again instead), which keeps
+``(d|y| - m)^2`` inside int64 and is the only departure from the exact law.
 
 Log CDF. By symmetry :math:`P(Y \le k) = T(-k)/Z` with the upper tail
 :math:`T(a) = \sum_{y \ge a} e^{-y^2/(2\sigma^2)}`, so only :math:`T(a)` for :math:`a \ge 1` is
@@ -74,14 +62,17 @@ Examples
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numba
 import numpy as np
 import pytensor.tensor as pt
-from scipy import special
+
+from pymc_dp.kernels.discrete_laplace import _discrete_laplace_one
+from pymc_dp.kernels.exact_sampling import _MAX63, _bernoulli_exp, _check_int, _drive, best_rational
 
 __all__ = [
-    "delta_exact",
+    "gaussian_rational",
     "log_normalizer",
     "log_normalizer_pt",
     "logcdf_pt",
@@ -90,6 +81,7 @@ __all__ = [
     "numba_log_normalizer",
     "numba_logpmf",
     "numba_logpmf_scalar",
+    "sample_discrete_gaussian",
 ]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -235,55 +227,102 @@ def numba_logpmf(x, params):
     return -0.5 * z * z - params[1]
 
 
-# ---- exact privacy curve ------------------------------------------------------------------------
-_MAX_TERMS = 100_000
+# ---- exact sampler (CKS 2020 Algorithm 3) -------------------------------------------------------
+@numba.njit(cache=True)
+def _discrete_gaussian_one(t, m, d, ymax, words, st):
+    """One draw with pmf proportional to ``exp(-y^2 / (2 sigma^2))``, ``sigma^2 = t m / d``.
+
+    CKS Algorithm 3: propose ``Y`` from the discrete Laplace with scale ``t`` (``s = 1``) and accept
+    with probability ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``. With ``sigma^2 / t = m / d`` the
+    exponent is the rational ``(d|Y| - m)^2 / (2 d t m)``.
+    """
+    den = 2 * d * t * m
+    while True:
+        y = _discrete_laplace_one(1, t, words, st)
+        if st[1]:
+            return np.int64(0)
+        ay = abs(y)
+        if ay > ymax:
+            continue
+        a = d * ay - m
+        if _bernoulli_exp(a * a, den, words, st):
+            if st[1]:
+                return np.int64(0)
+            return y
+        if st[1]:
+            return np.int64(0)
 
 
-def _tail_em(k: float, sigma: float) -> float:
-    """``sum_{y >= k} exp(-y^2/(2 sigma^2))`` for integer ``k`` by Euler-Maclaurin (large sigma)."""
-    u = k / sigma
-    if u >= 40.0:  # below exp(-800) relative to Z
-        return 0.0
-    if u <= -40.0:  # all of Z up to exp(-800)
-        return math.exp(float(log_normalizer(sigma)))
-    f = math.exp(-0.5 * u * u)
-    he1 = u
-    he3 = u**3 - 3.0 * u
-    he5 = u**5 - 10.0 * u**3 + 15.0 * u
-    corr = 0.5 + he1 / (12.0 * sigma) - he3 / (720.0 * sigma**3) + he5 / (30240.0 * sigma**5)
-    return sigma * math.sqrt(math.pi / 2.0) * special.erfc(u / math.sqrt(2.0)) + f * corr
+@numba.njit(cache=True)
+def _fill_discrete_gaussian(out, start, words, pos, t, m, d, ymax):
+    st = np.zeros(2, dtype=np.int64)
+    st[0] = pos
+    i = start
+    while i < out.size:
+        p = st[0]
+        y = _discrete_gaussian_one(t, m, d, ymax, words, st)
+        if st[1]:
+            return i, p
+        out[i] = y
+        i += 1
+    return i, st[0]
 
 
-def delta_exact(epsilon: float, sigma: float, sensitivity: int) -> float:
-    """Tight ``delta(epsilon)`` of the discrete Gaussian mechanism (CKS 2020, Theorem 7).
+# Largest |d y - m| kept in int64 when squared: floor(sqrt(2**63 - 1)).
+_A_MAX = math.isqrt(_MAX63)
 
-    See the module docstring for the derivation and the evaluation method.
+
+def gaussian_rational(sigma2: Fraction):
+    """Integer parameters ``(t, m, d, ymax)`` of the exact discrete Gaussian sampler.
+
+    The sampled variance is ``t m / d >= sigma2`` (rounded towards more noise), with
+    ``t = floor(sigma) + 1`` (CKS's choice of proposal scale) and ``m / d`` the best rational
+    approximation from above of ``sigma2 / t`` whose terms keep every product in int64:
+    ``d * ymax + m <= floor(sqrt(2**63 - 1))`` and ``2 d t m <= 2**62``.
+    Exact binary rationals with small denominators (``sigma = 2.0``, ``0.5`` ...) are kept exactly.
 
     Examples
     --------
-    >>> round(delta_exact(1.0, 2.0, 1), 10)
-    0.0072487768
+    >>> from fractions import Fraction
+    >>> t, m, d, ymax = gaussian_rational(Fraction(4))
+    >>> (t, m, d), Fraction(t * m, d)
+    ((3, 4, 3), Fraction(4, 1))
     """
-    eps = float(epsilon)
-    s = float(sigma)
-    d = int(sensitivity)
-    a = eps * s * s / d - d / 2.0
-    if not a < 40.0 * s:  # delta <= P[Y > 40 s] < exp(-800): 0 in float64
-        return 0.0
-    k1 = math.floor(a) + 1  # first integer y > a (the term at y == a is 0 anyway)
-    log_z = float(log_normalizer(s))
-    # the summand decays at least like exp(-(y^2 - k1^2)/(2 s^2)) beyond y >= max(k1, 0), and
-    # is at most p(y) < exp(-800) for y < -40 s - 2: those terms are dropped
-    start0 = max(k1, 0)
-    first = max(k1, -math.ceil(40.0 * s) - 2)
-    width = math.sqrt(start0 * start0 + 80.0 * s * s) - start0 + 2.0
-    n_terms = (start0 - first) + width
-    if n_terms <= _MAX_TERMS:
-        y = np.arange(first, start0 + math.ceil(width) + 1, dtype=np.float64)
-        z = y / s
-        arg = eps - (2.0 * y * d + d * d) / (2.0 * s * s)
-        log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z
-        return float(math.fsum(np.exp(log_terms).tolist()))
-    z_ = math.exp(log_z)
-    res = (_tail_em(k1, s) - math.exp(eps) * _tail_em(k1 + d, s)) / z_
-    return min(max(res, 0.0), 1.0)
+    if not sigma2 > 0:
+        raise ValueError(f"sigma**2 must be > 0, got {sigma2}")
+    sigma = math.sqrt(float(sigma2))
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # floor(sigma) + 1
+    c = sigma2 / t  # c < sigma + 1
+    ceil_c = math.ceil(c)  # exact on a Fraction
+    ymax = ceil_c + math.ceil(40.0 * sigma) + 2
+    # d * ymax + m <= A_MAX with m <= c d + 1 and 2 d t m <= 2**62:
+    dmax = (_A_MAX - 1) // (ymax + ceil_c + 1)
+    dmax = min(dmax, math.isqrt((2**61) // (t * (ceil_c + 1))))
+    if dmax < 1:
+        raise ValueError(f"sigma={sigma!r} is too large for the exact int64 sampler")
+    approx = best_rational(c, dmax, "above", pbound=_A_MAX)
+    m, d = approx.numerator, approx.denominator
+    if d > dmax or d * ymax + m > _A_MAX or 2 * d * t * m > 2**62:  # pragma: no cover - guard
+        raise ValueError(f"sigma={sigma!r} is out of range for the exact int64 sampler")
+    return t, m, d, ymax
+
+
+def sample_discrete_gaussian(t: int, m: int, d: int, ymax: int, size, rng=None) -> np.ndarray:
+    """Exact discrete Gaussian draws with ``sigma**2 = t m / d`` (CKS Algorithm 3).
+
+    Get the parameters from :func:`gaussian_rational`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fractions import Fraction
+    >>> y = sample_discrete_gaussian(*gaussian_rational(Fraction(4)), 20_000,
+    ...                              rng=np.random.default_rng(2))
+    >>> bool(abs(y.var() / 4 - 1) < 0.05)
+    True
+    """
+    t, m, d, ymax = (_check_int(n, v) for n, v in zip("tmdy", (t, m, d, ymax), strict=True))
+    if d * ymax + m > _A_MAX or 2 * d * t * m > 2**62:
+        raise ValueError("discrete Gaussian parameters overflow int64; use gaussian_rational")
+    params = (np.int64(t), np.int64(m), np.int64(d), np.int64(ymax))
+    return _drive(_fill_discrete_gaussian, size, params, rng, 24.0)

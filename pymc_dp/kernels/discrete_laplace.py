@@ -28,10 +28,21 @@ so :math:`\log F(k) = -|k|\,a - \operatorname{log1p}(\alpha)` for :math:`k<0` an
 :math:`\log F(k) = \operatorname{log1mexp}(-(k+1)a - \operatorname{log1p}(\alpha))` for
 :math:`k \ge 0`.
 
+Exact sampler (Canonne, Kamath & Steinke 2020, Algorithm 2). :func:`sample_discrete_laplace`
+draws with pmf :math:`\propto e^{-|y|\,s/t}` for integers ``s, t >= 1`` (so
+:math:`\alpha = e^{-s/t}`) in int64 arithmetic on the random words of
+:func:`pymc_dp.kernels.exact_sampling.random_words`. Integer-overflow safety: ``1 <= s, t <=
+2**61`` and ``t / s <= 2**50`` (a draw is about ``(t / s) V`` with ``V`` geometric,
+``P(V >= v) = e^{-v}``, so it could leave int64 only if ``V >= 2**12``, with probability below
+``e^{-4096}``; larger scales, where about 1% of draws wrapped, are refused).
+
 Examples
 --------
 >>> import numpy as np
->>> from pymc_dp.kernels.discrete_laplace import logpmf
+>>> from pymc_dp.kernels.discrete_laplace import logpmf, sample_discrete_laplace
+>>> y = sample_discrete_laplace(1, 1, 5, rng=np.random.default_rng(0))  # alpha = exp(-1)
+>>> y.dtype, y.shape
+(dtype('int64'), (5,))
 >>> alpha = 0.5
 >>> round(float(np.exp(logpmf(0, np.log(alpha)))), 12)  # (1 - 0.5) / (1 + 0.5)
 0.333333333333
@@ -47,7 +58,10 @@ import numba
 import numpy as np
 import pytensor.tensor as pt
 
+from pymc_dp.kernels.exact_sampling import _bernoulli_exp_unit, _check_int, _drive, _uniform_below
+
 __all__ = [
+    "MAX_LAPLACE_SCALE",
     "log_normalizer",
     "logcdf",
     "logcdf_pt",
@@ -55,7 +69,11 @@ __all__ = [
     "logpmf_pt",
     "numba_logpmf",
     "numba_logpmf_scalar",
+    "sample_discrete_laplace",
 ]
+
+#: largest scale t / s of the exact sampler (see the module docstring)
+MAX_LAPLACE_SCALE = 2**50
 
 
 # ---- numpy --------------------------------------------------------------------------------------
@@ -154,3 +172,71 @@ def numba_logpmf(x, params):
     if not (math.isfinite(x) and x == math.floor(x)):
         return -math.inf
     return params[1] + abs(x) * params[0]
+
+
+# ---- exact sampler (CKS 2020 Algorithm 2) -------------------------------------------------------
+@numba.njit(cache=True)
+def _discrete_laplace_one(s, t, words, st):
+    """One draw with pmf proportional to ``exp(-|y| s / t)`` (CKS Algorithm 2)."""
+    while True:
+        if st[1]:
+            return np.int64(0)
+        # U uniform on {0..t-1} kept with prob exp(-U/t): P(U = u) propto exp(-u/t)
+        u = _uniform_below(t, words, st)
+        if not _bernoulli_exp_unit(u, t, words, st):
+            continue
+        # V geometric: P(V = v) propto exp(-v)
+        v = np.int64(0)
+        while _bernoulli_exp_unit(1, 1, words, st):
+            if st[1]:
+                return np.int64(0)
+            v += 1
+        if st[1]:
+            return np.int64(0)
+        # X = U + t V has P(X = x) propto exp(-x/t); Y = floor(X / s) has P(Y = y) propto
+        # exp(-y s/t). floor((U + t V)/s) is accumulated V times so nothing overflows.
+        y = u // s
+        rem = u - y * s
+        for _ in range(v):
+            rem += t
+            qq = rem // s
+            y += qq
+            rem -= qq * s
+        # random sign; reject (negative zero) so that 0 is not counted twice
+        b = _uniform_below(2, words, st)
+        if st[1]:
+            return np.int64(0)
+        if b == 1 and y == 0:
+            continue
+        return -y if b == 1 else y
+
+
+@numba.njit(cache=True)
+def _fill_discrete_laplace(out, start, words, pos, s, t):
+    st = np.zeros(2, dtype=np.int64)
+    st[0] = pos
+    i = start
+    while i < out.size:
+        p = st[0]
+        y = _discrete_laplace_one(s, t, words, st)
+        if st[1]:
+            return i, p
+        out[i] = y
+        i += 1
+    return i, st[0]
+
+
+def sample_discrete_laplace(s: int, t: int, size, rng=None) -> np.ndarray:
+    """Exact draws with pmf ``(1 - alpha)/(1 + alpha) alpha**|y|``, ``alpha = exp(-s/t)``.
+
+    CKS Algorithm 2 for integers ``1 <= s, t <= 2**61`` with ``t / s <= 2**50``; see the module
+    docstring for the random source (``rng=None`` is secure, a ``Generator`` is reproducible).
+    """
+    s = _check_int("s", s)
+    t = _check_int("t", t)
+    if t > s * MAX_LAPLACE_SCALE:
+        raise ValueError(
+            f"the scale t / s = {t}/{s} exceeds 2**50: draws could overflow int64 "
+            "(use s / t >= 2**-50, i.e. epsilon / sensitivity >= 8.9e-16)"
+        )
+    return _drive(_fill_discrete_laplace, size, (np.int64(s), np.int64(t)), rng, 12.0)

@@ -1,55 +1,53 @@
-r"""Exact samplers of the discrete Laplace and discrete Gaussian laws in integer arithmetic.
+r"""Shared pieces of the exact samplers, and the package's one source of secure randomness.
 
-These are the algorithms of Canonne, Kamath & Steinke (2020), "The Discrete Gaussian for
-Differential Privacy" (CKS):
+This module holds what the exact samplers of the noise laws share; each law's own sampler lives
+with the rest of its math (one home per law):
 
-* Algorithm 1 -- a Bernoulli(:math:`e^{-\gamma}`) draw for a rational :math:`\gamma = n/d \ge 0`;
-* Algorithm 2 -- a discrete Laplace draw with pmf :math:`\propto e^{-|y|\,s/t}` for integers
-  ``s, t >= 1`` (so :math:`\alpha = e^{-s/t}`);
-* Algorithm 3 -- a discrete Gaussian draw with pmf :math:`\propto e^{-y^2/(2\sigma^2)}` for
-  rational :math:`\sigma^2`, by rejection from a discrete Laplace proposal.
+* :func:`random_words` -- **the** random source of pymc_dp: uniform 64-bit words from the
+  operating system's CSPRNG (``os.urandom``) when ``rng is None`` (the secure default for real
+  releases), or from a numpy ``Generator``'s bit generator (reproducible simulations). Every
+  release draw of every mechanism reads its randomness through it; :func:`secure_uniform` maps
+  its words to doubles for the float mechanisms;
+* Bernoulli(:math:`e^{-\gamma}`) for a rational :math:`\gamma = n/d \ge 0` (Canonne, Kamath &
+  Steinke 2020, "The Discrete Gaussian for Differential Privacy" (CKS), Algorithm 1), on the
+  word stream, with the uniform-integer draw it needs (:func:`sample_bernoulli_exp`);
+* the driver that runs a numba kernel over a buffer of words (``_drive``) and
+  :func:`best_rational`, the rational approximations the samplers need.
 
-No floating-point number is involved in a draw: the only inputs are uniform random 64-bit words,
-of which the top bit is dropped (63-bit words), and every decision is an exact comparison of
-integers, so the output follows the stated law exactly (no float-rounding leak, Mironov 2012).
+The discrete Laplace sampler (CKS Algorithm 2) is in :mod:`pymc_dp.kernels.discrete_laplace`,
+the discrete Gaussian one (CKS Algorithm 3, with :func:`gaussian_rational`) in
+:mod:`pymc_dp.kernels.discrete_gaussian`; their names are still importable from here.
+
+No floating-point number is involved in an exact draw: the only inputs are uniform random 64-bit
+words, of which the top bit is dropped (63-bit words), and every decision is an exact comparison
+of integers, so the output follows the stated law exactly (no float-rounding leak, Mironov 2012).
 
 Random words and reproducibility
 --------------------------------
 The numba kernels consume a buffer of random words and are deterministic functions of that word
-stream. A Python driver (:func:`sample_discrete_laplace`, :func:`sample_discrete_gaussian`) fills
-the buffer from ``os.urandom`` when ``rng is None`` (the secure default for real releases) or from
-``rng.bit_generator.random_raw`` when a numpy ``Generator`` is given (reproducible simulations). If
-the buffer runs out in the middle of a draw, the kernel stops *before committing* that draw and
-reports where the draw started; the driver appends fresh words after the unread ones and the kernel
-re-runs the draw from the same position. Because a draw is a deterministic function of the word
-stream, the re-run reproduces the words already read and continues with new ones: no word is ever
-discarded and no draw is conditioned on the buffer length. The Python loop runs once per buffer
-(about a million words), never once per draw.
+stream. A Python driver fills the buffer from :func:`random_words`. If the buffer runs out in the
+middle of a draw, the kernel stops *before committing* that draw and reports where the draw
+started; the driver appends fresh words after the unread ones and the kernel re-runs the draw
+from the same position. Because a draw is a deterministic function of the word stream, the re-run
+reproduces the words already read and continues with new ones: no word is ever discarded and no
+draw is conditioned on the buffer length. The Python loop runs once per buffer (about a million
+words), never once per draw.
 
 Integer-overflow safety
 -----------------------
-All arithmetic is in int64. The drivers check the ranges that keep it exact: ``1 <= s, t <= 2**61``
-and ``t / s <= 2**50`` for the discrete Laplace (a draw is about ``(t / s) V`` with ``V``
-geometric, ``P(V >= v) = e^{-v}``, so it could leave int64 only if ``V >= 2**12``, with
-probability below ``e^{-4096}``; larger scales, where about 1% of draws wrapped, are refused),
-and for the discrete Gaussian the constraints listed in
-:func:`gaussian_rational`. Uniform integers below ``n`` come from rejection on 63-bit words, and a
-Bernoulli(``n / (d k)``) whose denominator would overflow is drawn as the product of independent
-Bernoulli(``n / d``) and Bernoulli(``1 / k``) draws, which is the same law.
-
-The discrete Gaussian sampler never returns :math:`|y| >` ``ymax`` with
-``ymax >= sigma**2 / t + 40 sigma``; under the target law that event has probability below
-:math:`e^{-800} < 10^{-340}` (it is proposed again instead), which is far below anything a float
-could represent. This is the only departure from the exact law, and it keeps ``(d|y| - m)^2``
-inside int64.
+All arithmetic is in int64. Uniform integers below ``n`` come from rejection on 63-bit words, and
+a Bernoulli(``n / (d k)``) whose denominator would overflow is drawn as the product of independent
+Bernoulli(``n / d``) and Bernoulli(``1 / k``) draws, which is the same law. The ranges each
+law's sampler needs are checked by its driver (see the two law modules).
 
 Examples
 --------
 >>> import numpy as np
->>> from pymc_dp.kernels.exact_sampling import sample_discrete_laplace
->>> y = sample_discrete_laplace(1, 1, 5, rng=np.random.default_rng(0))  # alpha = exp(-1)
->>> y.dtype, y.shape
-(dtype('int64'), (5,))
+>>> from pymc_dp.kernels.exact_sampling import random_words, sample_bernoulli_exp
+>>> random_words(3, rng=np.random.default_rng(0)).dtype
+dtype('int64')
+>>> sample_bernoulli_exp(1, 2, 4, rng=np.random.default_rng(0)).shape
+(4,)
 """
 
 from __future__ import annotations
@@ -63,19 +61,15 @@ import numpy as np
 
 __all__ = [
     "MAX_INT",
-    "MAX_LAPLACE_SCALE",
     "best_rational",
-    "gaussian_rational",
+    "check_rng",
     "random_words",
     "sample_bernoulli_exp",
-    "sample_discrete_gaussian",
-    "sample_discrete_laplace",
+    "secure_uniform",
 ]
 
 #: largest numerator / denominator accepted by the integer kernels
 MAX_INT = 2**61
-#: largest scale t / s of the discrete Laplace sampler (see "Integer-overflow safety")
-MAX_LAPLACE_SCALE = 2**50
 
 _MASK63 = np.int64(0x7FFFFFFFFFFFFFFF)
 _MAX63 = 0x7FFFFFFFFFFFFFFF
@@ -156,97 +150,6 @@ def _bernoulli_exp(num, den, words, st):
 
 
 @numba.njit(cache=True)
-def _discrete_laplace_one(s, t, words, st):
-    """One draw with pmf proportional to ``exp(-|y| s / t)`` (CKS Algorithm 2)."""
-    while True:
-        if st[1]:
-            return np.int64(0)
-        # U uniform on {0..t-1} kept with prob exp(-U/t): P(U = u) propto exp(-u/t)
-        u = _uniform_below(t, words, st)
-        if not _bernoulli_exp_unit(u, t, words, st):
-            continue
-        # V geometric: P(V = v) propto exp(-v)
-        v = np.int64(0)
-        while _bernoulli_exp_unit(1, 1, words, st):
-            if st[1]:
-                return np.int64(0)
-            v += 1
-        if st[1]:
-            return np.int64(0)
-        # X = U + t V has P(X = x) propto exp(-x/t); Y = floor(X / s) has P(Y = y) propto
-        # exp(-y s/t). floor((U + t V)/s) is accumulated V times so nothing overflows.
-        y = u // s
-        rem = u - y * s
-        for _ in range(v):
-            rem += t
-            qq = rem // s
-            y += qq
-            rem -= qq * s
-        # random sign; reject (negative zero) so that 0 is not counted twice
-        b = _uniform_below(2, words, st)
-        if st[1]:
-            return np.int64(0)
-        if b == 1 and y == 0:
-            continue
-        return -y if b == 1 else y
-
-
-@numba.njit(cache=True)
-def _fill_discrete_laplace(out, start, words, pos, s, t):
-    st = np.zeros(2, dtype=np.int64)
-    st[0] = pos
-    i = start
-    while i < out.size:
-        p = st[0]
-        y = _discrete_laplace_one(s, t, words, st)
-        if st[1]:
-            return i, p
-        out[i] = y
-        i += 1
-    return i, st[0]
-
-
-@numba.njit(cache=True)
-def _discrete_gaussian_one(t, m, d, ymax, words, st):
-    """One draw with pmf proportional to ``exp(-y^2 / (2 sigma^2))``, ``sigma^2 = t m / d``.
-
-    CKS Algorithm 3: propose ``Y`` from the discrete Laplace with scale ``t`` (``s = 1``) and accept
-    with probability ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``. With ``sigma^2 / t = m / d`` the
-    exponent is the rational ``(d|Y| - m)^2 / (2 d t m)``.
-    """
-    den = 2 * d * t * m
-    while True:
-        y = _discrete_laplace_one(1, t, words, st)
-        if st[1]:
-            return np.int64(0)
-        ay = abs(y)
-        if ay > ymax:
-            continue
-        a = d * ay - m
-        if _bernoulli_exp(a * a, den, words, st):
-            if st[1]:
-                return np.int64(0)
-            return y
-        if st[1]:
-            return np.int64(0)
-
-
-@numba.njit(cache=True)
-def _fill_discrete_gaussian(out, start, words, pos, t, m, d, ymax):
-    st = np.zeros(2, dtype=np.int64)
-    st[0] = pos
-    i = start
-    while i < out.size:
-        p = st[0]
-        y = _discrete_gaussian_one(t, m, d, ymax, words, st)
-        if st[1]:
-            return i, p
-        out[i] = y
-        i += 1
-    return i, st[0]
-
-
-@numba.njit(cache=True)
 def _fill_bernoulli_exp(out, start, words, pos, num, den):
     st = np.zeros(2, dtype=np.int64)
     st[0] = pos
@@ -262,17 +165,53 @@ def _fill_bernoulli_exp(out, start, words, pos, num, den):
 
 
 # ---- Python drivers -----------------------------------------------------------------------------
+def check_rng(rng) -> None:
+    """Refuse anything but ``None`` or a ``numpy.random.Generator`` (ints, RandomState, ...)."""
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator (for simulations) or None (secure source), "
+            f"got {type(rng).__name__}"
+        )
+
+
 def random_words(n: int, rng=None) -> np.ndarray:
-    """``n`` uniform random 64-bit words as int64.
+    """``n`` uniform random 64-bit words as int64: the one random source of pymc_dp.
 
     ``rng=None`` reads the operating system's secure source (``os.urandom``); a numpy
-    ``Generator`` gives reproducible words from its bit generator.
+    ``Generator`` gives reproducible words from its bit generator (simulations only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w = random_words(1000)  # os.urandom
+    >>> w.dtype, w.shape
+    (dtype('int64'), (1000,))
     """
+    check_rng(rng)
     if rng is None:
         return np.frombuffer(os.urandom(8 * n), dtype=np.int64).copy()
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator or None, got {rng!r}")
     return rng.bit_generator.random_raw(n).view(np.int64)
+
+
+_TWO_M53 = np.float64(2.0**-53)
+
+
+def secure_uniform(size, rng=None) -> np.ndarray:
+    """Uniform doubles on the open interval (0, 1) from :func:`random_words`.
+
+    Each value is ``(m + 1/2) 2^-53`` with ``m`` the top 53 bits of a word: a uniform grid of
+    ``2^53`` points strictly inside (0, 1). With ``rng=None`` this is a secure *source*;
+    transforming it to floating-point noise still leaks through the float grid (Mironov 2012).
+
+    Examples
+    --------
+    >>> u = secure_uniform((2, 3))
+    >>> u.shape, bool(((u > 0) & (u < 1)).all())
+    ((2, 3), True)
+    """
+    size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
+    w = random_words(math.prod(size), rng).view(np.uint64)
+    return (((w >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_M53).reshape(size)
 
 
 def _drive(fill, size, params, rng, words_per_draw):
@@ -316,26 +255,6 @@ def sample_bernoulli_exp(num: int, den: int, size, rng=None) -> np.ndarray:
     num = _check_int("num", num, lo=0)
     den = _check_int("den", den)
     return _drive(_fill_bernoulli_exp, size, (np.int64(num), np.int64(den)), rng, 4.0)
-
-
-def sample_discrete_laplace(s: int, t: int, size, rng=None) -> np.ndarray:
-    """Exact draws with pmf ``(1 - alpha)/(1 + alpha) alpha**|y|``, ``alpha = exp(-s/t)``.
-
-    CKS Algorithm 2 for integers ``1 <= s, t <= 2**61`` with ``t / s <= 2**50``; see the module
-    docstring for the random source (``rng=None`` is secure, a ``Generator`` is reproducible).
-    """
-    s = _check_int("s", s)
-    t = _check_int("t", t)
-    if t > s * MAX_LAPLACE_SCALE:
-        raise ValueError(
-            f"the scale t / s = {t}/{s} exceeds 2**50: draws could overflow int64 "
-            "(use s / t >= 2**-50, i.e. epsilon / sensitivity >= 8.9e-16)"
-        )
-    return _drive(_fill_discrete_laplace, size, (np.int64(s), np.int64(t)), rng, 12.0)
-
-
-# Largest |d y - m| kept in int64 when squared: floor(sqrt(2**63 - 1)).
-_A_MAX = math.isqrt(_MAX63)
 
 
 def best_rational(x: Fraction, bound: int, direction: str, pbound: int | None = None) -> Fraction:
@@ -397,57 +316,18 @@ def best_rational(x: Fraction, bound: int, direction: str, pbound: int | None = 
     raise ValueError(f"direction must be 'below' or 'above', got {direction!r}")
 
 
-def gaussian_rational(sigma2: Fraction):
-    """Integer parameters ``(t, m, d, ymax)`` of the exact discrete Gaussian sampler.
-
-    The sampled variance is ``t m / d >= sigma2`` (rounded towards more noise), with
-    ``t = floor(sigma) + 1`` (CKS's choice of proposal scale) and ``m / d`` the best rational
-    approximation from above of ``sigma2 / t`` whose terms keep every product in int64:
-    ``d * ymax + m <= floor(sqrt(2**63 - 1))`` and ``2 d t m <= 2**62``.
-    Exact binary rationals with small denominators (``sigma = 2.0``, ``0.5`` ...) are kept exactly.
-
-    Examples
-    --------
-    >>> from fractions import Fraction
-    >>> t, m, d, ymax = gaussian_rational(Fraction(4))
-    >>> (t, m, d), Fraction(t * m, d)
-    ((3, 4, 3), Fraction(4, 1))
-    """
-    if not sigma2 > 0:
-        raise ValueError(f"sigma**2 must be > 0, got {sigma2}")
-    sigma = math.sqrt(float(sigma2))
-    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # floor(sigma) + 1
-    c = sigma2 / t  # c < sigma + 1
-    ceil_c = math.ceil(c)  # exact on a Fraction
-    ymax = ceil_c + math.ceil(40.0 * sigma) + 2
-    # d * ymax + m <= A_MAX with m <= c d + 1 and 2 d t m <= 2**62:
-    dmax = (_A_MAX - 1) // (ymax + ceil_c + 1)
-    dmax = min(dmax, math.isqrt((2**61) // (t * (ceil_c + 1))))
-    if dmax < 1:
-        raise ValueError(f"sigma={sigma!r} is too large for the exact int64 sampler")
-    approx = best_rational(c, dmax, "above", pbound=_A_MAX)
-    m, d = approx.numerator, approx.denominator
-    if d > dmax or d * ymax + m > _A_MAX or 2 * d * t * m > 2**62:  # pragma: no cover - guard
-        raise ValueError(f"sigma={sigma!r} is out of range for the exact int64 sampler")
-    return t, m, d, ymax
+# Each law's sampler lives with its law; these names stay importable from here.
+_MOVED = {
+    "MAX_LAPLACE_SCALE": "pymc_dp.kernels.discrete_laplace",
+    "sample_discrete_laplace": "pymc_dp.kernels.discrete_laplace",
+    "gaussian_rational": "pymc_dp.kernels.discrete_gaussian",
+    "sample_discrete_gaussian": "pymc_dp.kernels.discrete_gaussian",
+}
 
 
-def sample_discrete_gaussian(t: int, m: int, d: int, ymax: int, size, rng=None) -> np.ndarray:
-    """Exact discrete Gaussian draws with ``sigma**2 = t m / d`` (CKS Algorithm 3).
+def __getattr__(name):
+    if name in _MOVED:
+        import importlib
 
-    Get the parameters from :func:`gaussian_rational`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from fractions import Fraction
-    >>> y = sample_discrete_gaussian(*gaussian_rational(Fraction(4)), 20_000,
-    ...                              rng=np.random.default_rng(2))
-    >>> bool(abs(y.var() / 4 - 1) < 0.05)
-    True
-    """
-    t, m, d, ymax = (_check_int(n, v) for n, v in zip("tmdy", (t, m, d, ymax), strict=True))
-    if d * ymax + m > _A_MAX or 2 * d * t * m > 2**62:
-        raise ValueError("discrete Gaussian parameters overflow int64; use gaussian_rational")
-    params = (np.int64(t), np.int64(m), np.int64(d), np.int64(ymax))
-    return _drive(_fill_discrete_gaussian, size, params, rng, 24.0)
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

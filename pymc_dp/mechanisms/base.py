@@ -10,8 +10,17 @@ log-density is available in three forms that later code needs:
 * :attr:`Mechanism.numba_logpdf` with :attr:`Mechanism.numba_params`, a numba-compiled scalar
   kernel ``f(x, params) -> float`` for compiled samplers (the data-augmentation step).
 
-Privacy accounting (:meth:`Mechanism.guarantee`) is a pure function of the parameters, kept apart
-from the noise draw.
+Privacy accounting is a pure function of the parameters, kept apart from the noise draw, and
+its formulas live in :mod:`pymc_dp.accounting`. :meth:`Mechanism.map` is the mechanism's
+*privacy map*: ``map(d_in)`` is the guarantee for an individual who can change the released
+statistic by ``d_in`` (in the mechanism's sensitivity norm: L1 for Laplace and the two-sided
+geometric, L2 for the Gaussians), and :meth:`Mechanism.guarantee` is ``map(sensitivity)``.
+So an individual with ``k`` records in a sum with per-record sensitivity ``Δ`` pays
+``map(k Δ)``: ``k ε`` for pure DP, but ``k² ρ`` for zCDP.
+
+The noise law as a PyMC distribution (:meth:`Mechanism.noise_dist`) is looked up in a registry
+filled by :func:`register_noise_dist`; :mod:`pymc_dp.distributions.mechanism_noise` registers the
+built-in mechanisms when ``pymc_dp`` is imported, so mechanisms never import distributions.
 
 Mechanisms are immutable values: attributes cannot be set or deleted once built
 (``AttributeError``), so the likelihood, the sampler and the guarantee can never drift apart.
@@ -23,33 +32,69 @@ noise law and sensitivity, and state the same guarantee, e.g.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
 
 from pymc_dp._validation import as_release_values
+from pymc_dp.accounting import PrivacyGuarantee, as_distance
 
-__all__ = ["Mechanism", "PrivacyGuarantee"]
+__all__ = ["Mechanism", "PrivacyGuarantee", "register_noise_dist", "registered_noise_dists"]
+
+#: mechanism class -> factory(mechanism, **kwargs) of its noise law as a PyMC ``.dist()``
+_NOISE_DISTS: dict[type, Callable] = {}
 
 
-@dataclass(frozen=True)
-class PrivacyGuarantee:
-    """What a single release by a mechanism guarantees.
+def register_noise_dist(mech_type: type, factory: Callable, *, overwrite: bool = False):
+    """Register ``factory(mechanism, **kwargs)`` as the PyMC noise law of ``mech_type``.
 
-    Attributes
-    ----------
-    epsilon : float
-        The epsilon of (epsilon, delta)-DP (``inf`` when no finite epsilon holds).
-    delta : float
-        The delta of (epsilon, delta)-DP; 0 for pure DP.
-    rho : float or None
-        The rho of rho-zCDP (Bun & Steinke 2016), where the mechanism has one.
+    :meth:`Mechanism.noise_dist` of an instance of exactly ``mech_type`` then returns
+    ``factory(mechanism, **kwargs)`` (``kwargs`` such as ``size`` and ``rng`` go to ``.dist``).
+    Registering a different factory for a type that has one needs ``overwrite=True``.
+
+    Returns
+    -------
+    callable
+        ``factory`` (so this can be used as a decorator body).
+
+    Raises
+    ------
+    TypeError
+        If ``mech_type`` is not a subclass of :class:`Mechanism` or ``factory`` is not callable.
+    ValueError
+        If ``mech_type`` already has another factory and ``overwrite`` is False.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> class MyLaplace(Laplace):
+    ...     pass
+    >>> _ = register_noise_dist(
+    ...     MyLaplace, lambda m, **kw: pm.Laplace.dist(np.float64(0.0), np.float64(m.scale), **kw))
+    >>> float(pm.logp(MyLaplace(2.0).noise_dist(), 0.0).eval()) == float(np.log(0.25))
+    True
+    >>> del _NOISE_DISTS[MyLaplace]
     """
+    if not (isinstance(mech_type, type) and issubclass(mech_type, Mechanism)):
+        raise TypeError(f"mech_type must be a Mechanism subclass, got {mech_type!r}")
+    if not callable(factory):
+        raise TypeError(f"factory must be callable, got {factory!r}")
+    old = _NOISE_DISTS.get(mech_type)
+    if old is not None and old is not factory and not overwrite:
+        raise ValueError(
+            f"a noise distribution is already registered for {mech_type.__name__}; pass "
+            "overwrite=True to replace it"
+        )
+    _NOISE_DISTS[mech_type] = factory
+    return factory
 
-    epsilon: float
-    delta: float = 0.0
-    rho: float | None = None
+
+def registered_noise_dists() -> dict[type, Callable]:
+    """A copy of the registry: mechanism class -> noise-distribution factory."""
+    return dict(_NOISE_DISTS)
 
 
 class Mechanism(ABC):
@@ -73,7 +118,9 @@ class Mechanism(ABC):
 
     # ---- immutable value semantics ------------------------------------------------------------
     def _freeze(self) -> None:
-        """Called at the end of ``__init__``: from here on attributes are read-only."""
+        """Called at the end of ``__init__``: caches the guarantee, then attributes are
+        read-only."""
+        object.__setattr__(self, "_guarantee", self._map(Fraction(self.sensitivity)))
         object.__setattr__(self, "_frozen", True)
 
     def __setattr__(self, name, value):
@@ -105,9 +152,51 @@ class Mechanism(ABC):
         return hash(self._key())
 
     # ---- privacy accounting -------------------------------------------------------------
-    @abstractmethod
     def guarantee(self) -> PrivacyGuarantee:
-        """The privacy guarantee of one release (pure function of the parameters)."""
+        """The privacy guarantee of one release: :meth:`map` at the sensitivity (cached)."""
+        g = self.__dict__.get("_guarantee")
+        if g is None:  # objects unpickled from before the cache existed
+            g = self._map(Fraction(self.sensitivity))
+        return g
+
+    def map(self, d_in) -> PrivacyGuarantee:
+        """Privacy map: the guarantee for an individual who changes the statistic by ``d_in``.
+
+        ``d_in`` is measured in the mechanism's sensitivity norm (L1 for Laplace and
+        Geometric, L2 for Gaussian and DiscreteGaussian); integer mechanisms take integers.
+        ``map(sensitivity) == guarantee()``; ``map(0)`` is zero (no change, no cost); the map is
+        non-decreasing in ``d_in``. Every value is rounded up: floating point never under-counts.
+        The formulas are in :mod:`pymc_dp.accounting`.
+
+        Parameters
+        ----------
+        d_in : int or float
+            Finite and ``>= 0`` (an integer for integer mechanisms).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``d_in`` is not a finite real ``>= 0`` (or not an integer for an integer
+            mechanism); the message names ``d_in``.
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.laplace import Laplace
+        >>> m = Laplace(epsilon=0.5)
+        >>> m.map(3).epsilon, m.map(1.0) == m.guarantee()
+        (1.5, True)
+        """
+        d = as_distance(d_in, integer=self.integer)
+        if d == 0:
+            rho = None if self.guarantee().rho is None else 0.0
+            return PrivacyGuarantee(epsilon=0.0, delta=0.0, rho=rho)
+        if d == Fraction(self.sensitivity):
+            return self.guarantee()
+        return self._map(d)
+
+    @abstractmethod
+    def _map(self, d: Fraction) -> PrivacyGuarantee:
+        """The guarantee for a change of exact size ``d > 0`` (validated by :meth:`map`)."""
 
     @property
     def epsilon(self) -> float:
@@ -174,9 +263,24 @@ class Mechanism(ABC):
     def numba_params(self) -> np.ndarray:
         """The float64 parameter vector to pass to :attr:`numba_logpdf`."""
 
-    @abstractmethod
     def noise_dist(self, **kwargs):
-        """A PyMC ``.dist()`` variable of the noise law (``kwargs`` go to ``.dist``: size, rng)."""
+        """A PyMC ``.dist()`` variable of the noise law (``kwargs`` go to ``.dist``: size, rng).
+
+        Looked up in the registry of :func:`register_noise_dist` by ``type(self)``.
+
+        Raises
+        ------
+        NotImplementedError
+            If no factory is registered for ``type(self)``.
+        """
+        factory = _NOISE_DISTS.get(type(self))
+        if factory is None:
+            raise NotImplementedError(
+                f"no noise distribution is registered for {type(self).__name__}: register one "
+                "with pymc_dp.mechanisms.base.register_noise_dist (importing pymc_dp registers "
+                "those of the built-in mechanisms)"
+            )
+        return factory(self, **kwargs)
 
     def __repr__(self) -> str:
         g = self.guarantee()

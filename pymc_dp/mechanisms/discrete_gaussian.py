@@ -11,17 +11,17 @@ Privacy accounting (kept apart from the draw):
 * (epsilon, delta): the exact curve of CKS 2020, Theorem 7,
   :math:`\delta(\epsilon) = P[Y > \epsilon\sigma^2/\Delta - \Delta/2] - e^\epsilon
   P[Y > \epsilon\sigma^2/\Delta + \Delta/2]`, summed stably over the integers
-  (:func:`pymc_dp.kernels.discrete_gaussian.delta_exact`). Calibration from ``(epsilon, delta)``
+  (:func:`pymc_dp.accounting.discrete_gaussian_delta`). Calibration from ``(epsilon, delta)``
   finds the smallest sigma with :math:`\delta(\epsilon;\sigma) \le 0.999999999\,\delta` by
   bisection on :math:`\log\sigma` to a relative tolerance of 1e-12, returning the upper end of
   the bracket (the margin 1e-9 covers the float error of the sum), then checks the requested
   guarantee at the sampled sigma and raises sigma further if it were ever violated.
 
 Exact sampling and rationals. The noise is drawn exactly in integer arithmetic
-(:mod:`pymc_dp.kernels.exact_sampling`, CKS 2020 Algorithm 3), which needs
+(:mod:`pymc_dp.kernels.discrete_gaussian`, CKS 2020 Algorithm 3), which needs
 :math:`\sigma^2` rational. The mechanism samples :math:`\sigma_*^2 = t m / d \ge \sigma^2`, the
 best rational from above that keeps the sampler inside int64
-(:func:`~pymc_dp.kernels.exact_sampling.gaussian_rational`): more noise, never less.
+(:func:`~pymc_dp.kernels.discrete_gaussian.gaussian_rational`): more noise, never less.
 
 * Exact binary values with small denominators (``sigma=2.0``, ``rho=0.125``, ``0.5`` ...) are
   kept exactly.
@@ -40,7 +40,10 @@ best rational from above that keeps the sampler inside int64
 
 Every reported quantity (``sigma``, ``sigma2``, ``rho``, the ``delta`` of ``guarantee()``,
 ``delta_at``, ``epsilon_at``, the log pmf and ``noise_dist``) describes the law actually
-sampled, :math:`\sigma_*`.
+sampled, :math:`\sigma_*`. The privacy map ``map(d)`` (integer ``d``) scales ``rho`` as
+``(d / sensitivity)**2`` and evaluates the exact delta curve for sensitivity ``d``; all
+formulas are in :mod:`pymc_dp.accounting`. The noise law as a PyMC distribution
+(:meth:`DiscreteGaussian.noise_dist`) is ``DiscreteNormal.dist(sigma)``.
 
 Examples
 --------
@@ -75,8 +78,14 @@ from pymc_dp._validation import (
     as_unit_open,
     exactly_one,
 )
+from pymc_dp.accounting import (
+    discrete_gaussian_delta,
+    discrete_gaussian_epsilon,
+    discrete_gaussian_sigma,
+    discrete_gaussian_sigma2_from_rho,
+    quadratic_rho,
+)
 from pymc_dp.kernels import discrete_gaussian as _dg
-from pymc_dp.kernels.exact_sampling import gaussian_rational, sample_discrete_gaussian
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["DiscreteGaussian"]
@@ -85,57 +94,6 @@ __all__ = ["DiscreteGaussian"]
 SIGMA_MAX = 1e7
 #: smallest sigma accepted (below it the noise is 0 except with probability < exp(-1e11))
 SIGMA_MIN = 1e-6
-#: relative tolerance of the sigma and epsilon root finds
-RTOL = 1e-12
-#: calibration aims at delta * (1 - _MARGIN) to absorb the float error of delta_exact
-_MARGIN = 1e-9
-
-
-def _calibrate_sigma(eps: float, delta: float, sens: int) -> float:
-    """Smallest sigma (rounded up, relative tolerance RTOL) with delta(eps; sigma) <= target.
-
-    Every loop is bounded: delta(eps; sigma) decreases in sigma, so after checking the largest
-    allowed sigma the doubling search stops within ``log2(SIGMA_MAX / SIGMA_MIN) < 45`` steps
-    and the bisection on ``log sigma`` within about 45 more.
-    """
-    target = delta * (1.0 - _MARGIN)
-
-    def ok(s: float) -> bool:
-        return _dg.delta_exact(eps, s, sens) <= target
-
-    if not ok(SIGMA_MAX):
-        raise ValueError(
-            f"epsilon={eps!r}, delta={delta!r}, sensitivity={sens} need sigma > {SIGMA_MAX:g}, "
-            "which the exact int64 sampler cannot represent: raise epsilon or delta"
-        )
-    try:  # classical bound as a start, clipped to the allowed range
-        hi = sens * math.sqrt(2.0 * math.log(1.25 / delta)) / eps
-    except (ArithmeticError, ValueError):
-        hi = SIGMA_MAX
-    hi = min(max(hi, 1e-3), SIGMA_MAX) if math.isfinite(hi) else SIGMA_MAX
-    for _ in range(64):
-        if ok(hi):
-            break
-        hi = min(hi * 2.0, SIGMA_MAX)
-    lo = hi / 2.0
-    for _ in range(64):
-        if not ok(lo):
-            break
-        hi = lo
-        lo /= 2.0
-        if lo < SIGMA_MIN:
-            return max(hi, SIGMA_MIN)
-    for _ in range(200):
-        if hi / lo - 1.0 <= RTOL:
-            break
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def _as_epsilon_arg(epsilon) -> float:
     if isinstance(epsilon, numbers.Integral) and not isinstance(epsilon, bool | np.bool_):
         if epsilon > 2**1023:
@@ -188,8 +146,7 @@ class DiscreteGaussian(Mechanism):
                 raise ValueError(f"sigma must lie in [1e-06, {SIGMA_MAX:g}], got {sigma!r}")
             req = Fraction(s) ** 2
         elif which == "rho":
-            r = as_positive_finite("rho", rho)
-            req = Fraction(sens * sens) / (2 * Fraction(r))
+            req = discrete_gaussian_sigma2_from_rho(rho, sens)
             if not Fraction(SIGMA_MIN) ** 2 <= req <= Fraction(SIGMA_MAX) ** 2:
                 raise ValueError(
                     f"rho={rho!r} with sensitivity={sens} gives sigma = sensitivity / "
@@ -203,25 +160,25 @@ class DiscreteGaussian(Mechanism):
                 )
             eps = as_positive_finite("epsilon", epsilon)
             dlt = as_unit_open("delta", delta)
-            req = Fraction(_calibrate_sigma(eps, dlt, sens)) ** 2
+            sigma_range = (SIGMA_MIN, SIGMA_MAX)
+            req = Fraction(discrete_gaussian_sigma(eps, dlt, sens, sigma_range=sigma_range)) ** 2
         self._set_sigma2(req)
         if which == "epsilon_delta":
             # the sampled sigma is >= the calibrated one; make sure the guarantee holds there
-            while not _dg.delta_exact(eps, self.sigma, sens) <= dlt:  # pragma: no cover
+            while not discrete_gaussian_delta(eps, self.sigma, sens) <= dlt:  # pragma: no cover
                 self._set_sigma2(self._sigma2 * Fraction(1 + 2**-30))
             self._epsilon = eps
-            self._delta = _dg.delta_exact(eps, self.sigma, sens)
         self._freeze()
 
     def _law_key(self) -> tuple:
         return (self._sigma2,)
 
     def _set_sigma2(self, req: Fraction) -> None:
-        t, m, d, ymax = gaussian_rational(req)
+        t, m, d, ymax = _dg.gaussian_rational(req)
         self._params = (t, m, d, ymax)
         self._sigma2 = Fraction(t * m, d)
         self.sigma = math.sqrt(float(self._sigma2))
-        self._rho = float(Fraction(self.sensitivity**2) / (2 * self._sigma2))
+        self._rho = quadratic_rho(self._sigma2, self.sensitivity)
 
     # ---- privacy accounting -------------------------------------------------------------------
     @property
@@ -234,53 +191,36 @@ class DiscreteGaussian(Mechanism):
         """``rho = sensitivity**2 / (2 sigma**2)`` (CKS 2020, Theorem 4)."""
         return self._rho
 
-    def guarantee(self) -> PrivacyGuarantee:
-        """``(epsilon, delta(epsilon), rho)`` for the (epsilon, delta) parameterization, else
-        ``(inf, 0, rho)``; ``delta`` is the exact curve at the sampled sigma (``<=`` the target).
+    def _map(self, d) -> PrivacyGuarantee:
+        """``rho(d) = d**2 / (2 sigma**2)`` (CKS 2020, Theorem 4, integer ``d``); with the
+        (epsilon, delta) parameterization also ``delta(epsilon)`` of the exact curve for
+        sensitivity ``d`` (CKS 2020, Theorem 7) at the sampled sigma (``<=`` the target at the
+        sensitivity), else ``(inf, 0, rho)``.
         """
-        if self._epsilon is not None:
-            return PrivacyGuarantee(epsilon=self._epsilon, delta=self._delta, rho=self._rho)
-        return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=self._rho)
+        rho = quadratic_rho(self._sigma2, d)
+        if self._epsilon is None:
+            return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=rho)
+        delta = discrete_gaussian_delta(self._epsilon, self.sigma, int(d))
+        return PrivacyGuarantee(epsilon=self._epsilon, delta=delta, rho=rho)
 
     def delta_at(self, epsilon) -> float:
         """Exact ``delta(epsilon)`` (CKS 2020, Theorem 7) for ``epsilon >= 0``."""
         e = _as_epsilon_arg(epsilon)
         if e == math.inf:
             return 0.0
-        return _dg.delta_exact(e, self.sigma, self.sensitivity)
+        return discrete_gaussian_delta(e, self.sigma, self.sensitivity)
 
     def epsilon_at(self, delta) -> float:
-        """Smallest ``epsilon`` with ``delta(epsilon) <= delta``, rounded up (rtol 1e-12)."""
-        dlt = as_unit_open("delta", delta)
-        sens = self.sensitivity
+        """Smallest ``epsilon`` with ``delta(epsilon) <= delta``, rounded up (rtol 1e-12).
 
-        def ok(e):
-            return _dg.delta_exact(e, self.sigma, sens) <= dlt
-
-        if ok(0.0):
-            return 0.0
-        hi = 1.0
-        # delta(epsilon) is exactly 0 once epsilon sigma**2 / sens - sens / 2 >= 40 sigma: the
-        # doubling stops after at most about 1100 steps (a bound that is never reached)
-        for _ in range(1100):
-            if ok(hi):
-                break
-            hi *= 2.0
-        lo = hi / 2.0 if hi > 1.0 else 0.0
-        for _ in range(200):
-            if hi - lo <= RTOL * hi:
-                break
-            mid = 0.5 * (lo + hi)
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        See :func:`pymc_dp.accounting.discrete_gaussian_epsilon`.
+        """
+        return discrete_gaussian_epsilon(delta, self.sigma, self.sensitivity)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:
         """Exact integer noise draws (CKS 2020 Algorithm 3); ``rng=None`` is the secure source."""
-        return sample_discrete_gaussian(*self._params, size, rng=rng)
+        return _dg.sample_discrete_gaussian(*self._params, size, rng=rng)
 
     def logpdf(self, x) -> np.ndarray:
         """Log pmf of the noise at ``x`` (``-inf`` off the integers)."""
@@ -299,12 +239,6 @@ class DiscreteGaussian(Mechanism):
     def numba_params(self) -> np.ndarray:
         """``np.array([sigma, log Z(sigma)])`` (normaliser precomputed)."""
         return np.array([self.sigma, float(_dg.log_normalizer(self.sigma))], dtype=np.float64)
-
-    def noise_dist(self, **kwargs):
-        """``DiscreteNormal.dist(sigma, **kwargs)``."""
-        from pymc_dp.distributions.discrete_normal import DiscreteNormal
-
-        return DiscreteNormal.dist(np.float64(self.sigma), **kwargs)
 
     def __repr__(self) -> str:
         g = self.guarantee()

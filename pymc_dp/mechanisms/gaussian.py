@@ -25,10 +25,10 @@ every ε ≥ 0 with δ(ε) from :meth:`Gaussian.delta_at`.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numba
 import numpy as np
-import pymc as pm
 import pytensor.tensor as pt
 from scipy import special
 
@@ -37,9 +37,12 @@ from pymc_dp.accounting import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
+    gaussian_delta_for_distance,
+    gaussian_sigma_from_rho,
+    quadratic_rho,
 )
+from pymc_dp.kernels.exact_sampling import check_rng, secure_uniform
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
-from pymc_dp.mechanisms.laplace import _check_rng, _secure_uniform
 
 __all__ = ["Gaussian"]
 
@@ -88,7 +91,9 @@ class Gaussian(Mechanism):
     :meth:`guarantee` returns ``PrivacyGuarantee(epsilon, delta, rho)`` for the
     ``(epsilon, delta)`` parameterization and ``PrivacyGuarantee(inf, 0.0, rho)`` otherwise
     (a Gaussian mechanism has no finite pure ε); use :meth:`delta_at` / :meth:`epsilon_at` for
-    points of its exact (ε, δ) curve. The release with ``rng=None`` draws 53-bit uniforms from
+    points of its exact (ε, δ) curve. The privacy map ``map(d)`` scales ``ρ`` as
+    ``(d/Δ)²``. The noise law as a PyMC distribution (:meth:`noise_dist`) is
+    ``pm.Normal.dist(0, σ)``. The release with ``rng=None`` draws 53-bit uniforms from
     ``os.urandom`` (the OS CSPRNG) and maps them through the normal quantile function
     (``scipy.special.ndtri``); with a ``numpy.random.Generator`` draws are reproducible and meant
     for simulation only.
@@ -120,7 +125,8 @@ class Gaussian(Mechanism):
             self.sigma = as_positive_finite("sigma", sigma)
         elif which == "rho":
             r = as_positive_finite("rho", rho)
-            self.sigma = self.sensitivity / math.sqrt(2.0 * r)
+            # Δ / sqrt(2ρ), raised by ulps until Δ²/(2σ²) <= ρ exactly
+            self.sigma = gaussian_sigma_from_rho(r, self.sensitivity)
         else:
             if epsilon is None or delta is None:
                 raise ValueError(
@@ -147,7 +153,7 @@ class Gaussian(Mechanism):
                 f"sensitivity={self.sensitivity!r} give rho={rho_!r}, which must be a finite "
                 "positive double"
             )
-        self._rho = rho_
+        self._rho = quadratic_rho(Fraction(self.sigma) ** 2, Fraction(self.sensitivity))
         self._freeze()
 
     def _law_key(self) -> tuple:
@@ -159,11 +165,20 @@ class Gaussian(Mechanism):
         """zCDP parameter ``ρ = Δ²/(2σ²)`` (Bun & Steinke 2016, Prop. 1.6)."""
         return self._rho
 
-    def guarantee(self) -> PrivacyGuarantee:
-        """``(ε, δ, ρ)`` for the (ε, δ) parameterization, else ``(inf, 0, ρ)``."""
-        if self._epsilon is not None:
-            return PrivacyGuarantee(epsilon=self._epsilon, delta=self._delta, rho=self._rho)
-        return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=self._rho)
+    def _map(self, d) -> PrivacyGuarantee:
+        """``ρ(d) = d²/(2σ²)``; with the (ε, δ) parameterization also ``(ε, δ(d))``.
+
+        ``δ(d)`` is the stated δ at the sensitivity, and otherwise the exact curve at ``ε``
+        for a change of size ``d`` (Balle & Wang 2018, Thm. 8) bounded from above, so that the
+        map is monotone (:func:`pymc_dp.accounting.gaussian_delta_for_distance`). Without an
+        (ε, δ) statement the result is ``(inf, 0, ρ(d))``.
+        """
+        rho = quadratic_rho(Fraction(self.sigma) ** 2, d)
+        if self._epsilon is None:
+            return PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=rho)
+        stated = (self.sensitivity, self._delta)
+        delta = gaussian_delta_for_distance(self._epsilon, self.sigma, d, stated)
+        return PrivacyGuarantee(epsilon=self._epsilon, delta=delta, rho=rho)
 
     def delta_at(self, epsilon) -> float:
         """Exact ``δ(ε)`` for this σ (Balle & Wang 2018, Thm. 8).
@@ -188,8 +203,8 @@ class Gaussian(Mechanism):
         ``rng.normal``.
         """
         if rng is None:
-            return self.sigma * special.ndtri(_secure_uniform(size))
-        _check_rng(rng)
+            return self.sigma * special.ndtri(secure_uniform(size))
+        check_rng(rng)
         return rng.normal(0.0, self.sigma, size=size)
 
     def logpdf(self, x) -> np.ndarray:
@@ -215,10 +230,6 @@ class Gaussian(Mechanism):
     def numba_params(self) -> np.ndarray:
         """``[σ]`` as float64."""
         return np.array([self.sigma], dtype=np.float64)
-
-    def noise_dist(self, **kwargs):
-        """``pm.Normal.dist(0, σ)`` with float64 constants."""
-        return pm.Normal.dist(mu=np.float64(0.0), sigma=np.float64(self.sigma), **kwargs)
 
     def __repr__(self) -> str:
         g = self.guarantee()

@@ -11,7 +11,8 @@ precision :math:`N` it is :math:`(N, N\ln(1/\alpha))`-limited-precision locally 
 (:meth:`Geometric.limited_precision`).
 
 Exact sampling and rationals. The noise is drawn exactly in integer arithmetic
-(:mod:`pymc_dp.kernels.exact_sampling`, CKS 2020 Algorithm 2), which needs
+(:func:`pymc_dp.kernels.discrete_laplace.sample_discrete_laplace`, CKS 2020 Algorithm 2), which
+needs
 :math:`\ln(1/\alpha) = s/t` rational. The mechanism therefore samples
 :math:`\alpha^* = e^{-s/t}` where ``s/t`` is the best rational approximation *from below* (less
 privacy loss, more noise) of the requested rate with ``s, t <= 2**61``:
@@ -24,15 +25,21 @@ privacy loss, more noise) of the requested rate with ``s, t <= 2**61``:
   ``-log(alpha)`` lowered by 2 ulps (so it is below the true value whatever the rounding of
   ``log``). The sampled ``alpha*`` is at most a few ulps above ``alpha``.
 
+If ``sensitivity * s/t`` falls strictly between two doubles, the rate is lowered further to the
+best rational below ``epsilon_f / sensitivity``, with ``epsilon_f`` the double nearest
+``sensitivity * s/t`` (:func:`pymc_dp.accounting.geometric_rate`): the reported epsilon then
+bounds the exact one from above.
+
 Everything reported (``guarantee()``, ``alpha``, ``log_alpha``, the log pmf and ``noise_dist``)
 describes the law actually sampled, i.e. the rational rate ``s/t``; :attr:`Geometric.rate` gives
-it exactly.
+it exactly. The privacy map is ``map(d) = d s/t`` (rounded up) for integer ``d``; the noise
+law as a PyMC distribution (:meth:`Geometric.noise_dist`) is ``DiscreteLaplace.dist(alpha)``.
 
 Allowed range. The rate ``ln(1/alpha) = epsilon / sensitivity`` must lie in
 ``[2**-50, 700]`` (``epsilon / sensitivity`` from about ``8.9e-16`` to 700; ``alpha`` from
 ``exp(-700) = 9.9e-305`` to ``exp(-2**-50) = 1 - 8.9e-16``); outside it ``ValueError`` names
 ``epsilon`` (or ``alpha``) and the range. Below the range ``alpha`` rounds to 1 in float64 and
-noise draws could overflow int64 (:mod:`pymc_dp.kernels.exact_sampling`); above it ``alpha``
+noise draws could overflow int64 (:mod:`pymc_dp.kernels.discrete_laplace`); above it ``alpha``
 underflows and the noise is 0 except with probability below ``1e-304``. Inside it the exact
 sampler, the log pmf and ``noise_dist`` forward draws all work, and the noise exceeds ``2**62``
 in magnitude with probability below ``exp(-4000)``, so ``release`` never wraps int64.
@@ -69,8 +76,8 @@ from pymc_dp._validation import (
     as_unit_open,
     exactly_one,
 )
+from pymc_dp.accounting import geometric_rate, linear_epsilon
 from pymc_dp.kernels import discrete_laplace as _dl
-from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational, sample_discrete_laplace
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Geometric"]
@@ -136,7 +143,8 @@ class Geometric(Mechanism):
                     f"noise must fit in int64), got epsilon={epsilon!r}, "
                     f"sensitivity={self.sensitivity}"
                 )
-        self._rate = best_rational(exact, MAX_INT, "below")  # >= RATE_MIN (a candidate)
+        # best rational from below (>= RATE_MIN, a candidate), whose epsilon is a double
+        self._rate = geometric_rate(exact, self.sensitivity)
         self.log_alpha = -float(self._rate)
         self.alpha = math.exp(self.log_alpha)
         self._freeze()
@@ -150,22 +158,24 @@ class Geometric(Mechanism):
         """Exact ``ln(1/alpha)`` of the sampled law, ``s/t``."""
         return self._rate
 
-    def guarantee(self) -> PrivacyGuarantee:
-        """Pure ``epsilon = sensitivity * ln(1/alpha)``-DP (exact rational, as float)."""
-        return PrivacyGuarantee(epsilon=float(self.sensitivity * self._rate), delta=0.0)
+    def _map(self, d) -> PrivacyGuarantee:
+        """Pure ``epsilon(d) = d ln(1/alpha)``-DP (exact rational, rounded up)."""
+        return PrivacyGuarantee(epsilon=linear_epsilon(self._rate, d), delta=0.0)
 
     def limited_precision(self, N) -> tuple[int, float]:
         """``(N, N ln(1/alpha))``-limited-precision local privacy (Schein et al. 2019, Thm 1)."""
         N = as_positive_int("N", N)
-        try:
-            return N, float(N * self._rate)
-        except OverflowError:
-            raise ValueError(f"N={N!r} is too large: N ln(1/alpha) overflows a float") from None
+        eps = linear_epsilon(self._rate, N)
+        if eps == math.inf:
+            raise ValueError(f"N={N!r} is too large: N ln(1/alpha) overflows a float")
+        return N, eps
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:
         """Exact integer noise draws (CKS 2020 Algorithm 2); ``rng=None`` is the secure source."""
-        return sample_discrete_laplace(self._rate.numerator, self._rate.denominator, size, rng=rng)
+        return _dl.sample_discrete_laplace(
+            self._rate.numerator, self._rate.denominator, size, rng=rng
+        )
 
     def logpdf(self, x) -> np.ndarray:
         """Log pmf of the noise at ``x`` (``-inf`` off the integers)."""
@@ -185,9 +195,3 @@ class Geometric(Mechanism):
         """``np.array([log_alpha, log((1 - alpha)/(1 + alpha))])`` (normaliser precomputed)."""
         norm = float(_dl.log_normalizer(-self.log_alpha))
         return np.array([self.log_alpha, norm], dtype=np.float64)
-
-    def noise_dist(self, **kwargs):
-        """``DiscreteLaplace.dist(alpha, **kwargs)``."""
-        from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
-
-        return DiscreteLaplace.dist(np.float64(self.alpha), **kwargs)

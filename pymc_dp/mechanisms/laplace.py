@@ -24,14 +24,15 @@ for ``y >= max(x, x')``, so ``ε = Δ / b`` is exact. All parameterizations redu
 from __future__ import annotations
 
 import math
-import os
+from fractions import Fraction
 
 import numba
 import numpy as np
-import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._validation import as_positive_finite, exactly_one
+from pymc_dp.accounting import laplace_scale, linear_epsilon
+from pymc_dp.kernels.exact_sampling import check_rng, random_words
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
@@ -39,46 +40,19 @@ __all__ = ["Laplace"]
 _TWO_M53 = np.float64(2.0**-53)
 
 
-def _secure_uint64(n: int) -> np.ndarray:
-    """``n`` independent uniform 64-bit words from the OS CSPRNG (``os.urandom``)."""
-    return np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
-
-
-def _secure_uniform(size) -> np.ndarray:
-    """Uniform doubles on the open interval (0, 1) from ``os.urandom``.
-
-    Each value is ``(m + 1/2) 2^-53`` with ``m`` the top 53 bits of a CSPRNG word: a uniform
-    grid of ``2^53`` points strictly inside (0, 1). This is a secure *source*; transforming it
-    to floating-point noise still leaks through the float grid (see the module warning).
-    """
-    size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-    n = math.prod(size)
-    m = _secure_uint64(n) >> np.uint64(11)
-    return ((m.astype(np.float64) + 0.5) * _TWO_M53).reshape(size)
-
-
 def _secure_laplace(b: float, size) -> np.ndarray:
-    """Laplace(0, b) draws from ``os.urandom``: a random sign times ``b`` times Exp(1).
+    """Laplace(0, b) draws from the secure source: a random sign times ``b`` times Exp(1).
 
-    One 64-bit word per draw: bit 0 gives the sign, the top 53 bits give ``u in (0, 1)`` and
-    ``E = -log(u)`` is Exp(1) (inverse CDF). The largest ``|Z|`` is ``b * 53 ln 2 ≈ 36.7 b``;
-    the neglected tail mass ``exp(-36.7) ≈ 1e-16`` is below double resolution of any CDF.
+    One 64-bit word of :func:`pymc_dp.kernels.exact_sampling.random_words` per draw: bit 0
+    gives the sign, the top 53 bits give ``u in (0, 1)`` and ``E = -log(u)`` is Exp(1) (inverse
+    CDF). The largest ``|Z|`` is ``b * 53 ln 2 ≈ 36.7 b``; the neglected tail mass
+    ``exp(-36.7) ≈ 1e-16`` is below double resolution of any CDF.
     """
     size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-    n = math.prod(size)
-    w = _secure_uint64(n)
+    w = random_words(math.prod(size)).view(np.uint64)
     u = ((w >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_M53
     sign = np.where((w & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
     return (sign * (b * -np.log(u))).reshape(size)
-
-
-def _check_rng(rng) -> None:
-    """Refuse anything but a ``numpy.random.Generator`` (ints, RandomState, ...)."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            "rng must be a numpy.random.Generator (for simulations) or None (secure source), "
-            f"got {type(rng).__name__}"
-        )
 
 
 #: allowed range of the noise scale: noise draws stay finite (|Z| <= about 745 b) and every
@@ -124,7 +98,10 @@ class Laplace(Mechanism):
 
     Notes
     -----
-    ``ε = Δ / b`` is exact (see the module docstring for the derivation). The release with
+    ``ε = Δ / b`` is exact (see the module docstring for the derivation), rounded up; with
+    ``epsilon`` given, ``b`` is ``Δ / ε`` raised by at most a few ulps so that ``Δ / b <= ε``
+    holds exactly. The privacy map is ``map(d) = d / b``. The noise law as a PyMC distribution
+    (:meth:`noise_dist`) is ``pm.Laplace.dist(0, b)``. The release with
     ``rng=None`` uses ``os.urandom`` (the operating system's CSPRNG), one 64-bit word per draw,
     transformed by the inverse CDF. With a ``numpy.random.Generator`` the draw is reproducible
     and meant for simulation only.
@@ -153,7 +130,8 @@ class Laplace(Mechanism):
             self.scale = as_positive_finite("scale", scale)
         else:
             eps = as_positive_finite("epsilon", epsilon)
-            self.scale = self.sensitivity / eps
+            # Δ/ε, raised by ulps until Δ/b <= ε exactly (the stated ε then holds)
+            self.scale = laplace_scale(eps, self.sensitivity)
         if not SCALE_MIN <= self.scale <= SCALE_MAX:
             raise ValueError(
                 f"Laplace: the noise scale must lie in [1e-300, 1e300], got scale={self.scale!r}"
@@ -173,14 +151,14 @@ class Laplace(Mechanism):
         return (self.scale,)
 
     # ---- privacy accounting -----------------------------------------------------------------
-    def guarantee(self) -> PrivacyGuarantee:
-        """Pure ``ε``-DP with ``ε = Δ / b`` (exact).
+    def _map(self, d) -> PrivacyGuarantee:
+        """Pure ``ε``-DP with ``ε(d) = d / b`` (exact, rounded up).
 
         ``rho`` is left ``None``: the Laplace mechanism's native guarantee is pure DP. If you
         need to compose it with zCDP mechanisms, ε-DP implies ``(ε²/2)``-zCDP (Bun & Steinke
         2016, Prop. 1.4).
         """
-        return PrivacyGuarantee(epsilon=self.sensitivity / self.scale, delta=0.0, rho=None)
+        return PrivacyGuarantee(epsilon=linear_epsilon(1 / Fraction(self.scale), d), delta=0.0)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:
@@ -191,7 +169,7 @@ class Laplace(Mechanism):
         """
         if rng is None:
             return _secure_laplace(self.scale, size)
-        _check_rng(rng)
+        check_rng(rng)
         return rng.laplace(0.0, self.scale, size=size)
 
     def logpdf(self, x) -> np.ndarray:
@@ -216,7 +194,3 @@ class Laplace(Mechanism):
     def numba_params(self) -> np.ndarray:
         """``[b]`` as float64."""
         return np.array([self.scale], dtype=np.float64)
-
-    def noise_dist(self, **kwargs):
-        """``pm.Laplace.dist(0, b)`` with float64 constants."""
-        return pm.Laplace.dist(mu=np.float64(0.0), b=np.float64(self.scale), **kwargs)
