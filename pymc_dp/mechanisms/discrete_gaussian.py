@@ -94,6 +94,8 @@ __all__ = ["DiscreteGaussian"]
 SIGMA_MAX = 1e7
 #: smallest sigma accepted (below it the noise is 0 except with probability < exp(-1e11))
 SIGMA_MIN = 1e-6
+
+
 def _as_epsilon_arg(epsilon) -> float:
     if isinstance(epsilon, numbers.Integral) and not isinstance(epsilon, bool | np.bool_):
         if epsilon > 2**1023:
