@@ -29,8 +29,9 @@ a result of size :math:`\log a` (about :math:`10^{-11}` relative lost at :math:`
 :math:`\lambda_1\lambda_2 = a^2/4`): :math:`\nu` is the mode of that Skellam, evaluated by the
 cancellation-free near-mode formula, and :math:`n + \nu`, :math:`n` sit near the modes of the two
 Poisson terms, evaluated in Loader's (2000) form :math:`-\mathrm{stirlerr}(y) - \mathrm{bd0}(y,
-\lambda) - \tfrac12\log(2\pi y)`. Every piece is then of the size of the result. Measured
-against mpmath (50 digits) for :math:`\nu \le 10^5`, :math:`a \le 10^6`: relative error
+\lambda) - \tfrac12\log(2\pi y)` (:mod:`pymc_dp.math.poisson`). Every piece is then of the
+size of the result. Measured against mpmath (50 digits) for :math:`\nu \le 10^5`,
+:math:`a \le 10^6`: relative error
 below :math:`10^{-14}` (``tests/distributions/test_bessel.py``).
 
 Sampler: mode-centred rejection for a discrete log-concave law (after Devroye 2002, "Simulating
@@ -73,6 +74,7 @@ import numba
 import numpy as np
 
 from pymc_dp.math.bessel import log1pmx_scalar, log_iv_scalar, log_skellam_kernel
+from pymc_dp.math.poisson import bd0, log_poisson_scalar, stirlerr
 
 __all__ = [
     "A_MAX",
@@ -98,70 +100,10 @@ _SPREAD = 1.1
 #: 1e9 give ``a = 2 sqrt(mu1 mu2) <= 2e9``.
 NU_MAX = 1e9
 A_MAX = 2e9
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
-_STIRLING = (
-    1.0 / 12.0,
-    -1.0 / 360.0,
-    1.0 / 1260.0,
-    -1.0 / 1680.0,
-    1.0 / 1188.0,
-    -691.0 / 360360.0,
-    1.0 / 156.0,
-)
-
-
-@numba.njit(cache=True)
-def stirlerr(y):
-    r"""Stirling remainder :math:`\log\Gamma(y+1) - (y+\tfrac12)\log y + y - \tfrac12\log 2\pi`.
-
-    Real :math:`y > 0`. For :math:`y \ge 15` the asymptotic series (7 terms; the first omitted
-    term is below :math:`3617/(122400\, y^{15}) < 10^{-19}`); below, the direct difference
-    (magnitudes below 60, absolute error :math:`\lesssim 10^{-14}`).
-    """
-    if y >= 15.0:
-        inv = 1.0 / y
-        inv2 = inv * inv
-        acc = 0.0
-        for i in range(len(_STIRLING) - 1, -1, -1):
-            acc = acc * inv2 + _STIRLING[i]
-        return acc * inv
-    return math.lgamma(y + 1.0) - (y + 0.5) * math.log(y) + y - 0.5 * _LOG_2PI
-
-
-@numba.njit(cache=True)
-def bd0(y, lam):
-    r"""Deviance term :math:`y\log(y/\lambda) + \lambda - y \ge 0` without cancellation.
-
-    Near :math:`y = \lambda` the series :math:`(y-\lambda)v + 2y\sum_{j\ge1} v^{2j+1}/(2j+1)`,
-    :math:`v = (y-\lambda)/(y+\lambda)` (Loader 2000), else the direct form.
-    """
-    if abs(y - lam) < 0.1 * (y + lam):
-        v = (y - lam) / (y + lam)
-        acc = (y - lam) * v
-        ej = 2.0 * y * v
-        v2 = v * v
-        j = 1
-        while True:
-            ej *= v2
-            new = acc + ej / (2 * j + 1)
-            if new == acc:
-                return acc
-            acc = new
-            j += 1
-    ratio = y / lam
-    if 1e-300 < ratio < 1e300:
-        return y * math.log(ratio) + lam - y
-    return y * (math.log(y) - math.log(lam)) + lam - y  # y / lam over- or underflows
-
-
-@numba.njit(cache=True)
-def log_poisson_real(y, lam):
-    r""":math:`y\log\lambda - \lambda - \log\Gamma(y+1)`, real :math:`y \ge 0` (Loader's form)."""
-    if y == 0.0:
-        return -lam
-    return -stirlerr(y) - bd0(y, lam) - 0.5 * (_LOG_2PI + math.log(y))
+#: Loader's Poisson log-pmf for real ``y`` (one implementation: :mod:`pymc_dp.math.poisson`)
+log_poisson_real = log_poisson_scalar
 
 
 @numba.njit(cache=True)
