@@ -48,6 +48,7 @@ from pytensor.tensor.subtensor import (
     IncSubtensor,
     Subtensor,
 )
+from pytensor.tensor.variable import TensorConstant
 
 __all__ = ["FREE", "IDENT", "ROW", "Coupled", "Unknown", "row_states"]
 
@@ -98,6 +99,20 @@ def _axes(op, ndim):
     return {int(a) % max(ndim, 1) for a in axis}
 
 
+def _column_of(node, n) -> bool:
+    """``Reshape`` of a vector to ``(n, 1, ..., 1)`` (or ``(-1, 1, ..., 1)``), constant shape.
+
+    PyMC's ``take_along_axis``-style gathers (the Categorical log-density with per-record
+    probabilities) index with ``arange(n).reshape(-1, 1)``: still the identity index along
+    the leading axis.
+    """
+    shape = node.inputs[1]
+    if node.inputs[0].type.ndim != 1 or not isinstance(shape, TensorConstant):
+        return False
+    dims = np.asarray(shape.data).reshape(-1).tolist()
+    return len(dims) >= 1 and dims[0] in (-1, n) and all(d == 1 for d in dims[1:])
+
+
 def _node_states(node, ins, n):
     """States of ``node``'s outputs given its inputs' states ``ins``."""
     op = node.op
@@ -111,15 +126,21 @@ def _node_states(node, ins, n):
         if not any(dep):
             return [FREE]
         return [Coupled(node, "builds a range from record values")]
+    if type(op).__name__ == "CheckParameterValue":
+        # the conditions only guard the value (a failed check raises): its state is the value's,
+        # whatever the conditions read (e.g. ``all(p >= 0)`` over every record's probabilities)
+        return [ins[0]] * len(out)
     for s in ins:
         if _bad(s):
             return [s] * len(out)
     if not any(dep):
         if isinstance(op, DimShuffle) and ins[0] == IDENT:
             return [IDENT if op.new_order and op.new_order[0] == 0 else FREE]
+        if isinstance(op, Reshape) and ins[0] == IDENT and _column_of(node, n):
+            return [IDENT]
         return [FREE] * len(out)
     name = type(op).__name__
-    if name == "CheckParameterValue" or isinstance(op, SpecifyShape):
+    if isinstance(op, SpecifyShape):
         return [ins[0]] * len(out)
     if isinstance(op, Elemwise):
         for v, s in zip(node.inputs, ins, strict=True):
