@@ -1,7 +1,7 @@
 """SOMA sweep of a DataAugmentation record block (pymc_dp.step_methods.soma).
 
 Exactness against enumerated posteriors, with the block built by ``DataAugmentation`` and driven
-through :func:`soma_sweep` (``soma_sweep(block, block, args, rng)``):
+through :func:`soma_sweep` (``soma_sweep(spec, scratch, args, rng)``):
 
 * records at a fixed parameter: chains started at exact posterior draws stay exactly
   posterior-distributed after two sweeps (Pearson chi-square on the count, false-alarm 1e-6);
@@ -47,11 +47,25 @@ SEED = 20261125
 
 
 def _block(model, rvs, rng=1):
-    """The record block DataAugmentation builds for ``rvs`` (one block)."""
+    """``(spec, scratch)`` of the one record block DataAugmentation builds for ``rvs``: a
+    (spec, scratch) pair, or one block object holding both (then passed as both)."""
     with model:
         step = DataAugmentation(rvs, rng=rng)
     (block,) = step._blocks
-    return block
+    if isinstance(block, tuple):
+        return block[0], block[1]
+    return block, block
+
+
+class _Override:
+    """``base`` with some attributes replaced (works for frozen specs too)."""
+
+    def __init__(self, base, **attrs):
+        self._base = base
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, name):
+        return getattr(self._base, name)
 
 
 def _args(model, point):
@@ -110,14 +124,14 @@ def _posterior_records(n_chains, rng):
     return (ranks < s[:, None]).astype(np.int64)
 
 
-def _run_from_posterior(block, n_chains, sweeps, rng):
+def _run_from_posterior(spec, scratch, n_chains, sweeps, rng):
     starts = _posterior_records(n_chains, rng)
     counts = np.empty(n_chains, np.int64)
     moved = 0
     for c in range(n_chains):
         args = [starts[c].copy()]
         for _ in range(sweeps):
-            (args[0],), _ = soma_sweep(block, block, args, rng)
+            (args[0],), _ = soma_sweep(spec, scratch, args, rng)
         counts[c] = args[0].sum()
         moved += not np.array_equal(args[0], starts[c])
     return counts, moved / n_chains
@@ -126,8 +140,8 @@ def _run_from_posterior(block, n_chains, sweeps, rng):
 def test_fixed_parameter_posterior_is_stationary(fixed_model):
     """Chains started at exact posterior draws: the count after two sweeps against p(s | z)
     (chi-square, 1e-6). Control: weights of a 3x noise scale (rejected; power asserted)."""
-    model, block = fixed_model
-    check_exchangeable(model, block)
+    model, (spec, scratch) = fixed_model
+    check_exchangeable(model, spec)
     post = _count_posterior(GEOM_F)
     wide = Geometric(alpha=0.6 ** (1 / 3))
     n_chains, sweeps = 4000, 2
@@ -138,14 +152,10 @@ def test_fixed_parameter_posterior_is_stationary(fixed_model):
     # the reference count chain itself keeps the posterior (the algebra)
     assert np.abs(post @ _count_chain(GEOM_F) - post).max() < 1e-12
     rng = np.random.default_rng(SEED)
-    counts, moved = _run_from_posterior(block, n_chains, sweeps, rng)
+    counts, moved = _run_from_posterior(spec, scratch, n_chains, sweeps, rng)
     p_good = chisquare_gof(counts, lambda k: np.log(post[np.clip(k, 0, N_F)]))
-    saved = block.params
-    block.params = np.ascontiguousarray(np.repeat(wide.numba_params[None, :], 1, axis=0))
-    try:
-        bad, _ = _run_from_posterior(block, n_chains, sweeps, rng)
-    finally:
-        block.params = saved
+    wrong = _Override(spec, params=np.ascontiguousarray(wide.numba_params[None, :]))
+    bad, _ = _run_from_posterior(wrong, scratch, n_chains, sweeps, rng)
     p_bad = chisquare_gof(bad, lambda k: np.log(post[np.clip(k, 0, N_F)]))
     print(f"fixed parameter: p = {p_good:.3g}, control p = {p_bad:.3g}, moved {moved:.3f}")
     assert p_good > FALSE_ALARM
@@ -167,14 +177,14 @@ def test_beta_bernoulli_with_conjugate_gibbs_exact_posterior():
         x = pm.Bernoulli("x", p=p, shape=N_B)
         Release("z", x.sum(), Laplace(epsilon=EPS_B, sensitivity=1.0), observed=Z_B)
         cg = ConjugateGibbs([p], rng=2)
-    block = _block(model, [x])
-    check_exchangeable(model, block)
+    spec, scratch = _block(model, [x])
+    check_exchangeable(model, spec)
     rng = np.random.default_rng(SEED)
     point = model.initial_point()
     iters, burn = 12_000, 500
     p_draws, s_draws, acc_min = np.empty(iters), np.empty(iters), 1.0
     for it in range(iters):
-        (point["x"],), (_, mn, _) = soma_sweep(block, block, _args(model, point), rng)
+        (point["x"],), (_, mn, _) = soma_sweep(spec, scratch, _args(model, point), rng)
         acc_min = min(acc_min, mn)
         point, _ = cg.step(point)
         p_draws[it] = special.expit(point["p_logodds__"])
@@ -194,9 +204,9 @@ def test_beta_bernoulli_with_conjugate_gibbs_exact_posterior():
 
 # --------------------------------------------------------------------------- refusals
 def _refused(model, rvs, match):
-    block = _block(model, rvs)
+    spec, _ = _block(model, rvs)
     with pytest.raises(ValueError, match=match) as err:
-        check_exchangeable(model, block)
+        check_exchangeable(model, spec)
     assert "method='soma'" in str(err.value)
 
 
@@ -243,10 +253,10 @@ def test_accepts_joint_regression_records():
         y = pm.Normal("y", beta[0] + (X * beta[1:]).sum(-1), 1.0, shape=10)
         stat = pt.concatenate([(X * y[:, None]).sum(0), (y**2).sum()[None]])
         Release("z", stat, Laplace(scale=5.0), observed=np.array([1.0, 2.0, 3.0]))
-    block = _block(model, [X, y])
-    check_exchangeable(model, block)
+    spec, scratch = _block(model, [X, y])
+    check_exchangeable(model, spec)
     (x_new, y_new), (acc, mn, mean) = soma_sweep(
-        block, block, _args(model, model.initial_point()), np.random.default_rng(SEED)
+        spec, scratch, _args(model, model.initial_point()), np.random.default_rng(SEED)
     )
     assert x_new.shape == (10, 2) and y_new.shape == (10,)
     assert 0 <= acc <= 10 and 0.0 <= mn <= mean <= 1.0
@@ -255,16 +265,16 @@ def test_accepts_joint_regression_records():
 # --------------------------------------------------------------------------- cache contract
 def test_cache_and_contract(fixed_model):
     """The returned arrays are new, the cache holds their t and is reused (and is correct)."""
-    _, block = fixed_model
+    _, (spec, scratch) = fixed_model
     rng = np.random.default_rng(SEED)
     args = [np.ones(N_F, np.int64)]
-    recs, _ = soma_sweep(block, block, args, rng)
+    recs, _ = soma_sweep(spec, scratch, args, rng)
     assert recs[0] is not args[0] and args[0].tolist() == [1] * N_F
-    assert block.last[0] is recs[0]
-    np.testing.assert_array_equal(block.t_cur[:, 0], recs[0])
+    assert scratch.last[0] is recs[0]
+    np.testing.assert_array_equal(scratch.t_cur[:, 0], recs[0])
     for _ in range(20):  # the cached path: t stays that of the returned records
-        recs, _ = soma_sweep(block, block, recs, rng)
-        np.testing.assert_array_equal(block.t_cur[:, 0], recs[0])
+        recs, _ = soma_sweep(spec, scratch, recs, rng)
+        np.testing.assert_array_equal(scratch.t_cur[:, 0], recs[0])
 
 
 # --------------------------------------------------------------------------- information
@@ -276,14 +286,14 @@ def test_missing_information_fraction_and_warning():
         with pm.Model() as model:
             x = pm.Bernoulli("x", p=0.5, shape=n)
             Release("z", x.sum(), Laplace(epsilon=eps), observed=20.0)
-        block = _block(model, [x])
-        var = release_noise_variances(model, block)
+        spec, _ = _block(model, [x])
+        var = release_noise_variances(model, spec)
         assert var.tolist() == [2.0 / eps**2]
         exact = var[0] / (var[0] + n * 0.25)
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             lam = missing_information_fraction(
-                block, _args(model, model.initial_point()), var, np.random.default_rng(SEED),
+                spec, _args(model, model.initial_point()), var, np.random.default_rng(SEED),
                 draws=20,
             )  # fmt: skip
         assert abs(lam[0] - exact) <= 0.01 * exact
