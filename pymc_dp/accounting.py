@@ -206,6 +206,8 @@ def as_distance(d_in, *, integer: bool = False) -> Fraction:
     """
     if isinstance(d_in, numbers.Integral) and not isinstance(d_in, bool | np.bool_):
         d = Fraction(int(d_in))
+    elif isinstance(d_in, Fraction):  # exact (e.g. k * sensitivity), never rounded
+        d = d_in
     else:
         x = _as_real("d_in", d_in)
         if not math.isfinite(x):
@@ -773,7 +775,10 @@ def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> f
     eps = float(epsilon)
     s = float(sigma)
     d = int(sensitivity)
-    a = eps * s * s / d - d / 2.0
+    try:
+        a = eps * s * s / d - d / 2.0
+    except OverflowError:  # d beyond the double range: the neighbours' laws do not overlap
+        return 1.0
     if not a < 40.0 * s:  # delta <= P[Y > 40 s] < exp(-800): 0 in float64
         return 0.0
     k1 = math.floor(a) + 1  # first integer y > a (the term at y == a is 0 anyway)
@@ -928,7 +933,10 @@ def gaussian_delta_for_distance(epsilon, sigma, d_in, stated: tuple) -> float:
     True
     """
     sens, stated_delta = stated
-    d = float(d_in)
+    try:
+        d = float(d_in)
+    except OverflowError:  # beyond the double range: delta 1 (no guarantee) bounds it
+        return 1.0
     if d == 0.0:
         return 0.0
     if d == sens:

@@ -7,11 +7,18 @@ releases it was computed from and at what privacy cost.
 
 Accounting conventions (stated, not hidden):
 
-* a ``Privatized`` node releases each of its values through its own draw of noise; when each value
-  belongs to a different individual (local DP), every individual pays the mechanism's guarantee
-  once, whatever the number of values (parallel composition);
-* a ``Release`` node releases one statistic, vector or scalar, whose sensitivity the mechanism
-  declares for the whole statistic; it costs the mechanism's guarantee once;
+* ``contributions`` (an argument of :func:`privacy_report`, default 1) is the largest number of
+  values (records) one individual contributes to a node; it is part of the claim and the report
+  states it;
+* a ``Privatized`` node releases each of its values through its own draw of noise; an individual
+  with ``k`` values pays ``k`` releases of the mechanism (basic composition,
+  :func:`pymc_dp.accounting.compose_repeated`: ``k epsilon``, ``k delta``, ``k rho``); with
+  ``k = 1`` (each value from a different individual, local DP) every individual pays the
+  mechanism's guarantee once, whatever the number of values (parallel composition);
+* a ``Release`` node releases one statistic, vector or scalar, whose sensitivity ``Δ`` the
+  mechanism declares for the change one record can make; an individual with ``k`` records
+  changes it by at most ``k Δ`` and pays the mechanism's privacy map there,
+  ``mechanism.map(k Δ)``: ``k epsilon`` for pure DP, but ``k**2 rho`` for the Gaussians' zCDP;
 * different nodes are composed sequentially (``pymc_dp.accounting.compose``), which is an upper
   bound whenever the nodes concern the same individuals;
 * only *observed* nodes are releases: an unobserved ``Privatized``/``Release`` variable is a
@@ -31,32 +38,25 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
+from pytensor.graph.op import HasInnerGraph
 
-from pymc_dp.accounting import compose
-from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.accounting import PrivacyGuarantee, compose, compose_repeated, implied_rho
+from pymc_dp.distributions.privatized import PrivatizedRV
+from pymc_dp.distributions.release import ReleaseRV
+from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = ["PrivacyReport", "ReleaseEntry", "attach_privacy", "privacy_report"]
 
 
-def _implied_rho(g: PrivacyGuarantee) -> float | None:
-    """rho of a guarantee: its own, or ``epsilon**2 / 2`` for pure DP (Bun & Steinke 2016,
-    Prop. 1.4); None when neither applies."""
-    if g.rho is not None:
-        return float(g.rho)
-    if float(g.delta) == 0.0 and math.isfinite(g.epsilon):
-        try:
-            return float(g.epsilon) ** 2 / 2.0
-        except OverflowError:
-            return math.inf
-    return None
-
-
 def _plain(g: PrivacyGuarantee) -> PrivacyGuarantee:
     """The guarantee with plain Python floats and ``rho`` filled in where it is implied."""
-    return PrivacyGuarantee(epsilon=float(g.epsilon), delta=float(g.delta), rho=_implied_rho(g))
+    return PrivacyGuarantee(epsilon=float(g.epsilon), delta=float(g.delta), rho=implied_rho(g))
 
 
 @dataclass(frozen=True)
@@ -64,19 +64,36 @@ class ReleaseEntry:
     """One privatized node of a model: its name, kind, mechanism and number of released values.
 
     ``name`` is the observed variable's name; a node nested in another observed variable
-    (e.g. a ``pm.Mixture`` component) is named ``"<variable>[<k>]"``.
+    (e.g. a ``pm.Mixture`` component) is named ``"<variable>[<k>]"``. ``contributions`` is the
+    largest number of values one individual contributes to the node.
     """
 
     name: str
     kind: str
     mechanism: Mechanism
     size: int
+    contributions: int = 1
+
+    @property
+    def d_in(self) -> float:
+        """The largest change of a ``Release`` statistic one individual can make:
+        ``contributions * sensitivity`` (for a ``Privatized`` node, the change of each value)."""
+        if self.kind == "release":
+            return float(self.contributions * self.mechanism.sensitivity)
+        return float(self.mechanism.sensitivity)
 
     @property
     def guarantee(self) -> PrivacyGuarantee:
-        """The mechanism's guarantee (paid once per individual, see the module docstring), as
-        plain floats, with ``rho = epsilon**2 / 2`` for a pure-DP mechanism."""
-        return _plain(self.mechanism.guarantee())
+        """What one individual pays for this node (see the module docstring), as plain floats,
+        with ``rho = epsilon**2 / 2`` for a pure-DP mechanism: ``mechanism.map(k Δ)`` for a
+        ``Release``, ``k`` releases of the mechanism for a ``Privatized`` node
+        (``k = contributions``)."""
+        k, m = self.contributions, self.mechanism
+        if k == 1:
+            return _plain(m.guarantee())
+        if self.kind == "release":
+            return _plain(m.map(Fraction(k) * Fraction(m.sensitivity)))
+        return _plain(compose_repeated(m.guarantee(), k))
 
 
 @dataclass(frozen=True)
@@ -97,9 +114,11 @@ class PrivacyReport:
 
         return {
             "composition": (
-                "sequential across nodes; parallel across the values of a Privatized node "
-                "(each value from a different individual); rho of a pure epsilon-DP node is "
-                "epsilon^2/2 (Bun & Steinke 2016, Prop. 1.4)"
+                "sequential across nodes; an individual contributes at most `contributions` "
+                "values to a node: a Release costs mechanism.map(contributions * sensitivity), "
+                "a Privatized node `contributions` sequential releases (parallel across "
+                "individuals); rho of a pure epsilon-DP node is epsilon^2/2 (Bun & Steinke "
+                "2016, Prop. 1.4)"
             ),
             "total": guar(self.total),
             "releases": [
@@ -110,6 +129,8 @@ class PrivacyReport:
                     "family": e.mechanism.family,
                     "sensitivity": float(e.mechanism.sensitivity),
                     "size": e.size,
+                    "contributions": e.contributions,
+                    "d_in": e.d_in,
                     **guar(e.guarantee),
                 }
                 for e in self.entries
@@ -126,37 +147,47 @@ class PrivacyReport:
         )
         if t.rho is not None:
             lines[-1] += f", rho={t.rho:.6g} (zCDP; pure epsilon-DP counts as epsilon^2/2)"
-        if any(e.kind == "privatized" for e in self.entries):
+        ks = sorted({e.contributions for e in self.entries})
+        if ks:
             lines.append(
-                "assumes each value of a Privatized node belongs to a different individual; "
-                "an individual with k values pays k times its epsilon"
+                f"assumes an individual contributes at most {', '.join(map(str, ks))} value(s) to "
+                "a node (privacy_report(contributions=...)); the cost of k values is computed: "
+                "mechanism.map(k * sensitivity) for a Release, k releases for a Privatized node"
             )
         return "\n".join(lines)
 
 
-def _sum(xs) -> float:
-    try:
-        return math.fsum(xs)
-    except OverflowError:
-        return math.inf
-
-
 def _total(entries) -> PrivacyGuarantee:
-    """Basic composition in every form that applies, as plain floats."""
-    basic = compose(e.mechanism for e in entries)
-    rhos = [e.guarantee.rho for e in entries]
-    rho = None if any(r is None for r in rhos) else float(_sum(rhos))
-    return PrivacyGuarantee(epsilon=float(basic.epsilon), delta=float(basic.delta), rho=rho)
+    """Basic composition in every form that applies (``rho`` when every node has one, pure DP
+    counting as ``epsilon**2 / 2``), as plain floats."""
+    t = compose(e.guarantee for e in entries)
+    rho = None if t.rho is None else float(t.rho)
+    return PrivacyGuarantee(epsilon=float(t.epsilon), delta=float(t.delta), rho=rho)
+
+
+def _as_count(name: str, k) -> int:
+    if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) or not k >= 1:
+        raise ValueError(f"{name} must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _contributions(contributions, names) -> dict[str, int]:
+    """Per-entry number of values one individual contributes (validated)."""
+    if not isinstance(contributions, Mapping):
+        k = _as_count("contributions", contributions)
+        return dict.fromkeys(names, k)
+    unknown = sorted(set(contributions) - set(names))
+    if unknown:
+        raise ValueError(
+            f"contributions names releases the model does not have: {unknown}; its releases "
+            f"are {list(names)}"
+        )
+    return {n: _as_count(f"contributions[{n!r}]", contributions.get(n, 1)) for n in names}
 
 
 def _nested_nodes(root, model_rvs):
     """Privatized/Release nodes in the graph of ``root`` (not its own node), inner graphs
     included, without walking past other model variables."""
-    from pytensor.graph.op import HasInnerGraph
-
-    from pymc_dp.distributions.privatized import PrivatizedRV
-    from pymc_dp.distributions.release import ReleaseRV
-
     found, seen_nodes, seen_vars = [], set(), set()
     stack = list(root.owner.inputs) if root.owner is not None else []
     if root.owner is not None and isinstance(root.owner.op, HasInnerGraph):
@@ -179,9 +210,6 @@ def _nested_nodes(root, model_rvs):
 
 
 def _kind(op) -> str | None:
-    from pymc_dp.distributions.privatized import PrivatizedRV
-    from pymc_dp.distributions.release import ReleaseRV
-
     if isinstance(op, PrivatizedRV):
         return "privatized"
     if isinstance(op, ReleaseRV):
@@ -189,12 +217,48 @@ def _kind(op) -> str | None:
     return None
 
 
-def privacy_report(model=None) -> PrivacyReport:
+def _collect(model) -> list[tuple[str, str, Mechanism, int]]:
+    """``(name, kind, mechanism, size)`` of every observed node, nested ones included."""
+    model_rvs = set(model.basic_RVs)
+    found = []
+    for rv in model.observed_RVs:
+        data = model.rvs_to_values.get(rv)
+        try:
+            size = int(np.prod(data.shape.eval())) if data is not None else 1
+        except Exception:  # a size that cannot be evaluated is reported as 1
+            size = 1
+        kind = _kind(rv.owner.op) if rv.owner is not None else None
+        if kind is not None:
+            found.append((rv.name, kind, rv.owner.op.mechanism, size))
+        for k, node in enumerate(_nested_nodes(rv, model_rvs - {rv})):
+            found.append((f"{rv.name}[{k}]", _kind(node.op), node.op.mechanism, size))
+    return found
+
+
+def privacy_report(model=None, *, contributions=1) -> PrivacyReport:
     """Collect the observed privatized nodes of ``model`` (default: the model in context) and
     compose them.
 
     Every observed variable's graph is walked (inner graphs included), so nodes nested in a
     ``pm.Mixture`` or ``pm.CustomDist`` are counted; unobserved nodes are not releases.
+
+    Parameters
+    ----------
+    model : pymc.Model, optional
+        Default: the model in context.
+    contributions : int or mapping of str to int, default 1
+        The largest number of values (records) one individual contributes to a node: one
+        positive integer for every node, or a mapping from node names (as in
+        ``report.entries``) to positive integers (nodes not named: 1). An individual with
+        ``k`` records in a ``Release`` changes its statistic by at most ``k * sensitivity`` and
+        pays ``mechanism.map(k * sensitivity)``; with ``k`` values of a ``Privatized`` node it
+        pays ``k`` releases of the mechanism (module docstring).
+
+    Raises
+    ------
+    ValueError
+        If a contribution count is not a positive integer, or the mapping names a node the
+        model does not have.
 
     Examples
     --------
@@ -208,46 +272,32 @@ def privacy_report(model=None) -> PrivacyReport:
     (0.5, 0.125)
     >>> [(e.name, e.kind, e.size) for e in report.entries]
     [('y', 'privatized', 3)]
+    >>> pmdp.privacy_report(m, contributions=3).total.epsilon  # 3 values of one individual
+    1.5
     """
     import pymc as pm
 
-    model = pm.modelcontext(model)
-    model_rvs = set(model.basic_RVs)
-    entries = []
-    for rv in model.observed_RVs:
-        data = model.rvs_to_values.get(rv)
-        try:
-            size = int(np.prod(data.shape.eval())) if data is not None else 1
-        except Exception:  # a size that cannot be evaluated is reported as 1
-            size = 1
-        kind = _kind(rv.owner.op) if rv.owner is not None else None
-        if kind is not None:
-            entries.append(
-                ReleaseEntry(name=rv.name, kind=kind, mechanism=rv.owner.op.mechanism, size=size)
-            )
-        for k, node in enumerate(_nested_nodes(rv, model_rvs - {rv})):
-            entries.append(
-                ReleaseEntry(
-                    name=f"{rv.name}[{k}]",
-                    kind=_kind(node.op),
-                    mechanism=node.op.mechanism,
-                    size=size,
-                )
-            )
-    return PrivacyReport(entries=tuple(entries), total=_total(entries))
+    found = _collect(pm.modelcontext(model))
+    ks = _contributions(contributions, [f[0] for f in found])
+    entries = tuple(
+        ReleaseEntry(name=n, kind=kind, mechanism=mech, size=size, contributions=ks[n])
+        for n, kind, mech, size in found
+    )
+    return PrivacyReport(entries=entries, total=_total(entries))
 
 
-def attach_privacy(idata, model=None):
+def attach_privacy(idata, model=None, *, contributions=1):
     """Record :func:`privacy_report` on a sampling result (an ArviZ ``DataTree``); returns it.
 
     Adds ``idata.attrs["pymc_dp_privacy"]`` (a JSON string, which survives netCDF round trips)
-    and a ``privacy`` group with one entry per release (epsilon, delta, rho, sensitivity; rho is
-    NaN where a node has no zCDP guarantee) and the totals as attributes (``total_rho`` only
-    when every node has one).
+    and a ``privacy`` group with one entry per release (epsilon, delta, rho, sensitivity,
+    contributions; rho is NaN where a node has no zCDP guarantee) and the totals as attributes
+    (``total_rho`` only when every node has one). ``contributions`` is passed to
+    :func:`privacy_report`.
     """
     import xarray as xr
 
-    report = privacy_report(model)
+    report = privacy_report(model, contributions=contributions)
     d = report.to_dict()
     idata.attrs["pymc_dp_privacy"] = json.dumps(d)
     names = [e.name for e in report.entries]
@@ -270,6 +320,10 @@ def attach_privacy(idata, model=None):
             "sensitivity": (
                 "release",
                 np.array([float(e.mechanism.sensitivity) for e in report.entries], np.float64),
+            ),
+            "contributions": (
+                "release",
+                np.array([e.contributions for e in report.entries], dtype=np.int64),
             ),
         },
         coords={"release": names},
