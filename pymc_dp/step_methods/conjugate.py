@@ -145,7 +145,6 @@ _PRIOR_OPS = (*{pair.prior for pair in PAIRS}, MvNormalRV)
 _FORWARD = FORWARD  # numpy forward maps of the parameters' transforms (kept for the tests)
 _check_support = check_support
 _check_positive = check_positive
-_depends_on = depends_on
 _PY_MODE = Mode(linker="py", optimizer="fast_compile")
 
 
@@ -197,7 +196,7 @@ def _analyze(rv, model: Model) -> _Plan:
             raise NotConjugateError(f"{err}; as a regression coefficient: {err_reg}") from None
 
 
-def _check_parameter(rv, model: Model, pair) -> None:
+def _check_parameter(rv, model: Model) -> None:
     """A free variable with a static shape, a known transform and no Potential on it."""
     if rv not in model.free_RVs:
         raise NotConjugateError(f"{rv.name} is not a free variable of the model")
@@ -224,7 +223,7 @@ def _analyze_direct(rv, model: Model) -> _Plan:
         raise NotConjugateError(
             f"the prior of {rv} is not Beta, Gamma, Dirichlet, Normal or InverseGamma"
         )
-    _check_parameter(rv, model, pair)
+    _check_parameter(rv, model)
     plan = _Plan(rv=rv, family=pair.family, pair=pair)
     blockers = list(model.basic_RVs)
     plan.children = [_child_plan(pair, rv, c, blockers) for c in _children(rv, model)]
@@ -279,7 +278,7 @@ def _analyze_block(mu, v, model: Model) -> _Plan:
     ):
         raise NotConjugateError(f"{mu.name}, {v.name} are not a Normal mean and an InverseGamma")
     for rv in (mu, v):
-        _check_parameter(rv, model, pair)
+        _check_parameter(rv, model)
     if mu.type.shape != v.type.shape or model.rvs_to_transforms.get(mu) is not None:
         raise NotConjugateError(
             f"{mu.name} and {v.name} differ in shape (or {mu.name} is transformed)"
@@ -370,13 +369,13 @@ def _linearize(expr, rv, p, blockers):
     if expr is rv:
         eye = np.eye(p, dtype=np.float64).reshape((*rv.type.shape, p))
         return None, pt.as_tensor(eye)
-    if not _depends_on([expr], rv, blockers):
+    if not depends_on([expr], rv, blockers):
         return expr, None
     node = expr.owner
     op = None if node is None else node.op
-    what = type(op).__name__ if op is not None else str(expr)
+    lin = lambda x: _linearize(x, rv, p, blockers)  # noqa: E731
     if isinstance(op, DimShuffle):
-        off, jac = _linearize(node.inputs[0], rv, p, blockers)
+        off, jac = lin(node.inputs[0])
         order = tuple(op.new_order)
         return (
             None if off is None else off.dimshuffle(*order),
@@ -385,69 +384,79 @@ def _linearize(expr, rv, p, blockers):
     if isinstance(op, Elemwise) and isinstance(op.scalar_op, ps.Cast):
         if not expr.dtype.startswith("float"):
             raise NotConjugateError(f"{rv.name} is cast to {expr.dtype} in a child's mean")
-        return _linearize(node.inputs[0], rv, p, blockers)  # the statistic is float64 anyway
+        return lin(node.inputs[0])  # the statistic is float64 anyway
     if isinstance(op, Elemwise) and isinstance(op.scalar_op, _LINEAR_ELEMWISE):
-        parts = [_linearize(x, rv, p, blockers) for x in node.inputs]
-        sop = op.scalar_op
-        if isinstance(sop, (ps.Add, ps.Sub, ps.Neg)):
-            sign = [1.0] * len(parts)
-            if isinstance(sop, ps.Sub):
-                sign = [1.0, -1.0]
-            elif isinstance(sop, ps.Neg):
-                sign = [-1.0]
-            off = jac = None
-            for sg, (o, j) in zip(sign, parts, strict=True):
-                if o is not None:
-                    o = o if sg > 0 else -o
-                    off = o if off is None else off + o
-                if j is not None:
-                    j = j if sg > 0 else -j
-                    jac = j if jac is None else jac + j
-            return off, jac
-        linear = [i for i, (_, j) in enumerate(parts) if j is not None]
-        if len(linear) != 1 or (isinstance(sop, ps.TrueDiv) and linear != [0]):
-            raise NotConjugateError(
-                f"{rv.name} enters a product or quotient with itself or as a divisor"
-            )
-        (i,) = linear
-        o, j = parts[i]
-        consts = [x for k, x in enumerate(node.inputs) if k != i]
-        if isinstance(sop, ps.Mul):
-            c = consts[0]
-            for x in consts[1:]:
-                c = c * x
-            return (None if o is None else o * c), j * _pad(c)
-        c = consts[0]  # TrueDiv: (o + j beta) / c
-        return (None if o is None else o / c), j / _pad(c)
+        return _linearize_elemwise(node, rv, [lin(x) for x in node.inputs])
     if isinstance(op, CAReduce) and isinstance(op.scalar_op, ps.Add):
         x = node.inputs[0]
         axis = tuple(range(x.ndim)) if op.axis is None else tuple(op.axis)
-        off, jac = _linearize(x, rv, p, blockers)
+        off, jac = lin(x)
         return (None if off is None else off.sum(axis=axis)), jac.sum(axis=axis)
     if isinstance(op, Dot) or (isinstance(op, Blockwise) and isinstance(op.core_op, Dot)):
-        a, b = node.inputs
-        if a.ndim != 2 or b.ndim != 2:
-            raise NotConjugateError(f"{rv.name} enters a dot product of operands that are not 2-D")
-        oa, ja = _linearize(a, rv, p, blockers)
-        ob, jb = _linearize(b, rv, p, blockers)
-        if ja is not None and jb is not None:
-            raise NotConjugateError(f"{rv.name} enters both operands of a dot product")
-        if ja is not None:
-            off = None if oa is None else (oa[:, :, None] * b[None, :, :]).sum(axis=1)
-            return off, _matmul(ja, b, True)
-        off = None if ob is None else (a[:, :, None] * ob[None, :, :]).sum(axis=1)
-        return off, _matmul(a, jb, False)
+        return _linearize_dot(node, rv, lin)
     if isinstance(op, Subtensor | AdvancedSubtensor):
-        if _depends_on(node.inputs[1:], rv, blockers):
+        if depends_on(node.inputs[1:], rv, blockers):
             raise NotConjugateError(f"an index depends on {rv.name}")
-        off, jac = _linearize(node.inputs[0], rv, p, blockers)
+        off, jac = lin(node.inputs[0])
         idx = node.inputs[1:]
         if isinstance(op, AdvancedSubtensor) and tuple(op.idx_list) != (0,):
             raise NotConjugateError(f"unsupported advanced indexing of {rv.name}")
         return (None if off is None else op(off, *idx)), op(jac, *idx)
+    what = type(op).__name__ if op is not None else str(expr)
     raise NotConjugateError(
         f"{rv.name} enters a child's mean through {what}, not as a linear predictor"
     )
+
+
+def _linearize_elemwise(node, rv, parts):
+    """``+``, ``-``, negation, products and quotients; ``parts`` are the inputs' (off, jac)."""
+    sop = node.op.scalar_op
+    if isinstance(sop, (ps.Add, ps.Sub, ps.Neg)):
+        sign = [1.0] * len(parts)
+        if isinstance(sop, ps.Sub):
+            sign = [1.0, -1.0]
+        elif isinstance(sop, ps.Neg):
+            sign = [-1.0]
+        off = jac = None
+        for sg, (o, j) in zip(sign, parts, strict=True):
+            if o is not None:
+                o = o if sg > 0 else -o
+                off = o if off is None else off + o
+            if j is not None:
+                j = j if sg > 0 else -j
+                jac = j if jac is None else jac + j
+        return off, jac
+    linear = [i for i, (_, j) in enumerate(parts) if j is not None]
+    if len(linear) != 1 or (isinstance(sop, ps.TrueDiv) and linear != [0]):
+        raise NotConjugateError(
+            f"{rv.name} enters a product or quotient with itself or as a divisor"
+        )
+    (i,) = linear
+    o, j = parts[i]
+    consts = [x for k, x in enumerate(node.inputs) if k != i]
+    if isinstance(sop, ps.Mul):
+        c = consts[0]
+        for x in consts[1:]:
+            c = c * x
+        return (None if o is None else o * c), j * _pad(c)
+    c = consts[0]  # TrueDiv: (o + j beta) / c
+    return (None if o is None else o / c), j / _pad(c)
+
+
+def _linearize_dot(node, rv, lin):
+    """``a @ b`` of 2-D operands, one of them free of ``rv``."""
+    a, b = node.inputs
+    if a.ndim != 2 or b.ndim != 2:
+        raise NotConjugateError(f"{rv.name} enters a dot product of operands that are not 2-D")
+    oa, ja = lin(a)
+    ob, jb = lin(b)
+    if ja is not None and jb is not None:
+        raise NotConjugateError(f"{rv.name} enters both operands of a dot product")
+    if ja is not None:
+        off = None if oa is None else (oa[:, :, None] * b[None, :, :]).sum(axis=1)
+        return off, _matmul(ja, b, True)
+    off = None if ob is None else (a[:, :, None] * ob[None, :, :]).sum(axis=1)
+    return off, _matmul(a, jb, False)
 
 
 def _analyze_regression(rv, model: Model) -> _Plan:
@@ -462,11 +471,11 @@ def _analyze_regression(rv, model: Model) -> _Plan:
     p = int(np.prod(rv.type.shape))
     all_rvs = list(model.basic_RVs)
     for pot in model.potentials:
-        if _depends_on([pot], rv, all_rvs):
+        if depends_on([pot], rv, all_rvs):
             raise NotConjugateError(f"Potential {pot.name} depends on {rv.name}")
     plan = _Plan(rv=rv, family="regression")
     for child in all_rvs:
-        if child is rv or not _depends_on(child.owner.inputs, rv, all_rvs):
+        if child is rv or not depends_on(child.owner.inputs, rv, all_rvs):
             continue
         cop = child.owner.op
         if type(cop) is not NormalRV:
@@ -474,12 +483,12 @@ def _analyze_regression(rv, model: Model) -> _Plan:
                 f"child {child.name} of {rv.name} is {type(cop).__name__}, not Normal"
             )
         mu, sigma = cop.dist_params(child.owner)
-        if _depends_on([sigma, cop.size_param(child.owner)], rv, all_rvs):
+        if depends_on([sigma, cop.size_param(child.owner)], rv, all_rvs):
             raise NotConjugateError(
                 f"{rv.name} enters the sigma (or the size) of child {child.name}"
             )
         offset, jac = _linearize(mu, rv, p, all_rvs)
-        if any(g is not None and _depends_on([g], rv, all_rvs) for g in (offset, jac)):
+        if any(g is not None and depends_on([g], rv, all_rvs) for g in (offset, jac)):
             raise NotConjugateError(f"could not separate {rv.name} from the mean of {child.name}")
         plan.children.append(_ChildPlan(child, None, [], None, (sigma,), offset, jac))
     if not plan.children:
