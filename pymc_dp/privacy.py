@@ -93,7 +93,8 @@ class ReleaseEntry:
             return _plain(m.guarantee())
         if self.kind == "release":
             return _plain(m.map(Fraction(k) * Fraction(m.sensitivity)))
-        return _plain(compose_repeated(m.guarantee(), k))
+        # compose with rho filled in: k (epsilon^2/2), tighter than (k epsilon)^2/2
+        return _plain(compose_repeated(_plain(m.guarantee()), k))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ composition, zCDP conversions, monotonicity, and refusal of NaN / bad inputs."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from itertools import pairwise
 
 import mpmath as mp
 import numpy as np
@@ -15,10 +17,19 @@ from pymc_dp.accounting import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
+    as_distance,
     compose,
+    compose_repeated,
+    gaussian_delta_for_distance,
     gaussian_rho,
     gaussian_sigma_from_rho,
+    geometric_rate,
+    implied_rho,
     laplace_epsilon,
+    laplace_scale,
+    linear_epsilon,
+    quadratic_rho,
+    round_up,
     zcdp_to_approx_dp,
 )
 from pymc_dp.mechanisms.base import PrivacyGuarantee
@@ -265,3 +276,78 @@ def test_unreliable_regimes_refuse():
         gaussian_rho(1e300, 1e-300)
     with pytest.raises(ValueError):
         Gaussian(epsilon=1e14, delta=1e-6)
+
+
+# ---- exact rationals, calibration rounded to more noise, privacy-map helpers -------------------
+def test_round_up_is_the_smallest_double_at_or_above():
+    for x in [Fraction(1, 3), Fraction(2, 3), Fraction(10**20 + 1, 7), Fraction(1, 10**400)]:
+        f = round_up(x)
+        assert Fraction(f) >= x and Fraction(math.nextafter(f, -math.inf)) < x
+    assert round_up(Fraction(1, 2)) == 0.5 and round_up(0) == 0.0
+    assert round_up(Fraction(10**400)) == math.inf
+    # negative control: float() rounds to nearest, which is below 1/3
+    assert Fraction(float(Fraction(1, 3))) < Fraction(1, 3)
+
+
+def test_as_distance_validates_and_keeps_exact_values():
+    assert as_distance(2) == 2 and as_distance(0.1) == Fraction(0.1)
+    assert as_distance(Fraction(1, 3)) == Fraction(1, 3)  # not rounded through a float
+    assert as_distance(np.int64(4), integer=True) == 4 and as_distance(3.0, integer=True) == 3
+    for bad, err in [
+        (math.nan, ValueError),
+        (-0.5, ValueError),
+        (math.inf, ValueError),
+        ("2", TypeError),
+        (np.bool_(True), TypeError),
+        (Fraction(-1, 2), ValueError),
+    ]:
+        with pytest.raises(err, match="d_in"):
+            as_distance(bad)
+    with pytest.raises(ValueError, match="d_in must be an integer"):
+        as_distance(2.5, integer=True)
+
+
+def test_calibration_holds_the_stated_guarantee_exactly():
+    """b = Δ/ε and σ = Δ/sqrt(2ρ) are raised by ulps until the stated ε / ρ holds in exact
+    arithmetic; the geometric rate until its ε is at most the nearest double."""
+    bumped = 0
+    for eps in [0.3, 0.7, 1e-3, 2.2, 1 / 3, 9.99]:
+        for d in [1.0, 0.1, 3.0]:
+            b = laplace_scale(eps, d)
+            assert Fraction(d) / Fraction(b) <= Fraction(eps) and math.isclose(b, d / eps)
+            bumped += b != d / eps
+            rho = eps
+            s = gaussian_sigma_from_rho(rho, d)
+            assert Fraction(d) ** 2 / (2 * Fraction(s) ** 2) <= Fraction(rho)
+    assert bumped > 0  # negative control: plain Δ/ε is not always safe
+    for eps, sens in [(1e-6, 7), (0.1, 3), (2.3, 1), (700.0, 5)]:
+        r = geometric_rate(Fraction(eps) / sens, sens)
+        assert r <= Fraction(eps) / sens and Fraction(round_up(sens * r)) >= sens * r
+        assert float(sens * r) == round_up(sens * r)  # the report equals the nearest double
+
+
+def test_scaling_helpers_exact():
+    assert linear_epsilon(Fraction(1, 4), 6) == 1.5
+    assert quadratic_rho(Fraction(4), 6) == 4.5
+    assert implied_rho(PrivacyGuarantee(0.5)) == 0.125
+    assert implied_rho(PrivacyGuarantee(math.inf)) is None
+    assert implied_rho(PrivacyGuarantee(1.0, 1e-6)) is None
+    g = compose_repeated(PrivacyGuarantee(0.5, 0.4, 0.125), 3)
+    assert g == PrivacyGuarantee(1.5, 1.0, 0.375)  # delta capped at 1
+    assert compose_repeated(PrivacyGuarantee(math.inf, 0.0, 0.5), 2).epsilon == math.inf
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="k must"):
+            compose_repeated(PrivacyGuarantee(1.0), bad)
+
+
+def test_gaussian_delta_for_distance_bounds_the_curve():
+    eps, delta = 1.0, 1e-5
+    sigma = analytic_gaussian_sigma(eps, delta)
+    stated = (1.0, delta)
+    ds = [0.0, 0.25, 0.5, 0.9, 1.0, 1.1, 2.0, 5.0, 1e200]
+    got = [gaussian_delta_for_distance(eps, sigma, d, stated) for d in ds]
+    assert got[0] == 0.0 and got[4] == delta and got[-1] == 1.0
+    assert all(b >= a for a, b in pairwise(got))
+    for d, g in zip(ds[1:-1], got[1:-1], strict=True):
+        if d != 1.0:  # at least the exact curve (mpmath), at most 1
+            assert mp_delta(eps, sigma, d) <= g * (1 + 1e-12) and g <= 1.0

@@ -71,3 +71,58 @@ def test_str_names_every_release(model):
     text = str(pmdp.privacy_report(model))
     for name in ("Geometric", "Laplace", "Gaussian", "total"):
         assert name in text
+
+
+# ---- the cost of k contributions (privacy maps) -------------------------------------------------
+def test_contributions_cost_is_computed_per_kind(model):
+    """k records of one individual: Release pays map(k Δ) (k eps, k^2 rho), Privatized k releases
+    (k eps, k rho). Exact values; the negative control (k^2 for the Gaussian read as k) fails."""
+    one = {e.name: e.guarantee for e in pmdp.privacy_report(model).entries}
+    rep = pmdp.privacy_report(model, contributions=3)
+    got = {e.name: e.guarantee for e in rep.entries}
+    assert [e.contributions for e in rep.entries] == [3, 3, 3]
+    assert got["y"].epsilon == 1.5 and got["y"].rho == 3 * one["y"].rho  # 3 Geometric releases
+    assert got["z"].epsilon == 0.75 and got["z"].rho == 0.75**2 / 2  # Laplace map(3): 3 eps
+    assert got["s"].rho == 9 * 0.125 and math.isinf(got["s"].epsilon)  # Gaussian map(3): 9 rho
+    assert got["s"].rho != 3 * one["s"].rho  # negative control: linear scaling is wrong here
+    assert rep.total.rho == pytest.approx(3 * 0.125 + 0.75**2 / 2 + 9 * 0.125, rel=1e-15)
+    e = rep.entries[2]
+    assert e.d_in == 3.0 and rep.entries[0].d_in == 1.0
+
+
+def test_contributions_per_node_and_default(model):
+    rep = pmdp.privacy_report(model, contributions={"z": 4})
+    assert [e.contributions for e in rep.entries] == [1, 4, 1]
+    assert rep.entries[1].guarantee.epsilon == 1.0
+    assert rep.entries[0].guarantee == pmdp.privacy_report(model).entries[0].guarantee
+    # contributions=1 is the default and reproduces the single-release report exactly
+    assert pmdp.privacy_report(model, contributions=1) == pmdp.privacy_report(model)
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (0, "contributions"),
+        (-2, "contributions"),
+        (1.5, "contributions"),
+        (True, "contributions"),
+        ({"nope": 2}, "nope"),
+        ({"z": 0}, "contributions"),
+    ],
+)
+def test_contributions_validated(model, bad, match):
+    with pytest.raises(ValueError, match=match):
+        pmdp.privacy_report(model, contributions=bad)
+
+
+def test_contributions_recorded_on_results_and_in_text(model):
+    import xarray as xr
+
+    idata = pmdp.attach_privacy(xr.DataTree(), model, contributions=2)
+    d = json.loads(idata.attrs["pymc_dp_privacy"])
+    assert [r["contributions"] for r in d["releases"]] == [2, 2, 2]
+    assert [r["d_in"] for r in d["releases"]] == [1.0, 2.0, 2.0]
+    assert d["releases"][1]["epsilon"] == 0.5
+    assert list(idata["privacy"].to_dataset()["contributions"].values) == [2, 2, 2]
+    text = str(pmdp.privacy_report(model, contributions=2))
+    assert "at most 2 value(s)" in text and "map(k * sensitivity)" in text
