@@ -23,15 +23,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.shape_utils import rv_size_is_none
-from pytensor.gradient import grad_undefined
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
-from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
 from pytensor.scalar import basic as ps
-from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp._cache import SOURCE_INT, SOURCE_KEY
+from pymc_dp._cache import SOURCE_INT
 from pymc_dp.kernels.bessel_sampling import (
     A_MAX,
     NU_MAX,
@@ -40,47 +37,30 @@ from pymc_dp.kernels.bessel_sampling import (
     sample_bessel,
 )
 from pymc_dp.math.bessel import iv_ratio_scalar_op
+from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
 __all__ = ["Bessel", "BesselLogPMF", "BesselRV", "bessel"]
 
 
-class BesselLogPMF(ps.ScalarOp):
+class BesselLogPMF(KernelScalarOp):
     """Scalar Op ``bessel_logpmf(n, nu, a)``; gradient in ``a`` only."""
 
     nin = 3
-    nout = 1
-
-    def impl(self, n, nu, a):
-        return np.float64(bessel_logpmf_scalar(float(n), float(nu), float(a)))
-
-    def c_code(self, *args, **kwargs):
-        raise NotImplementedError()
+    kernel = staticmethod(bessel_logpmf_scalar)
+    cache_version = 4
 
     def pullback(self, inputs, outputs, output_grads):
         n, nu, a = inputs
         (gz,) = output_grads
         nf = ps.cast(n, "float64")
         da = ps.constant(np.float64(2.0)) * nf / a - iv_ratio_scalar_op(nu, a)
-        gn = n.zeros_like(dtype="float64") if n.type in ps.discrete_types else gz * 0
-        if nu.type in ps.discrete_types:
-            gnu = nu.zeros_like(dtype="float64")
-        else:
-            gnu = grad_undefined(self, 1, nu, "derivative in the order nu is not implemented")
-        return [gn, gnu, gz * da]
+        gnu = no_gradient(self, 1, nu, "derivative in the order nu is not implemented")
+        return [no_gradient(self, 0, n), gnu, gz * da]
 
 
-bessel_logpmf_scalar_op = BesselLogPMF(ps.upgrade_to_float64, name="bessel_logpmf")
-bessel_logpmf_pt = Elemwise(bessel_logpmf_scalar_op, name="bessel_logpmf")
+bessel_logpmf_scalar_op, bessel_logpmf_pt = scalar_elemwise(BesselLogPMF, "bessel_logpmf")
 
-_NUMBA_CACHE_VERSION = 3
 _DRAW_CACHE_VERSION = 2
-
-
-@register_scalar_funcify(BesselLogPMF)
-def _numba_bessel_logpmf(op, node, **kwargs):
-    return bessel_logpmf_scalar, scalar_op_cache_key(
-        op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY)
-    )
 
 
 class BesselRV(RandomVariable):

@@ -65,13 +65,12 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.shape_utils import rv_size_is_none
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
-from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
 from pytensor.scalar import basic as ps
-from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp._cache import SOURCE_INT, SOURCE_KEY
+from pymc_dp._cache import SOURCE_INT
 from pymc_dp.math.bessel import iv_ratio_scalar_op, log_skellam_kernel
+from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
 __all__ = [
     "RATE_MAX",
@@ -137,17 +136,12 @@ def skellam_logpmf(k, mu1, mu2):
         )
 
 
-class SkellamLogPMF(ps.ScalarOp):
+class SkellamLogPMF(KernelScalarOp):
     """Scalar Op ``skellam_logpmf(k, mu1, mu2)`` with gradients in ``mu1`` and ``mu2``."""
 
     nin = 3
-    nout = 1
-
-    def impl(self, k, mu1, mu2):
-        return np.float64(skellam_logpmf_scalar(float(k), float(mu1), float(mu2)))
-
-    def c_code(self, *args, **kwargs):
-        raise NotImplementedError()
+    kernel = staticmethod(skellam_logpmf_scalar)
+    cache_version = 4
 
     def pullback(self, inputs, outputs, output_grads):
         k, mu1, mu2 = inputs
@@ -160,22 +154,12 @@ class SkellamLogPMF(ps.ScalarOp):
         r = iv_ratio_scalar_op(ps.abs(kf), ps.constant(np.float64(2.0)) * r1 * r2)
         d1 = -one + ps.maximum(kf, zero) / mu1 + (r2 / r1) * r
         d2 = -one + ps.maximum(-kf, zero) / mu2 + (r1 / r2) * r
-        gk = k.zeros_like(dtype="float64") if k.type in ps.discrete_types else gz * zero
-        return [gk, gz * d1, gz * d2]
+        return [no_gradient(self, 0, k), gz * d1, gz * d2]
 
 
-skellam_logpmf_scalar_op = SkellamLogPMF(ps.upgrade_to_float64, name="skellam_logpmf")
-skellam_logpmf_pt = Elemwise(skellam_logpmf_scalar_op, name="skellam_logpmf")
+skellam_logpmf_scalar_op, skellam_logpmf_pt = scalar_elemwise(SkellamLogPMF, "skellam_logpmf")
 
-_NUMBA_CACHE_VERSION = 3
 _DRAW_CACHE_VERSION = 3
-
-
-@register_scalar_funcify(SkellamLogPMF)
-def _numba_skellam_logpmf(op, node, **kwargs):
-    return skellam_logpmf_scalar, scalar_op_cache_key(
-        op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY)
-    )
 
 
 class SkellamRV(RandomVariable):

@@ -64,7 +64,8 @@ Forms provided
 * PyTensor: the scalar Ops :class:`LogIv`, :class:`LogIve`, :class:`IvRatio`, :class:`DLogIv`
   (Elemwise wrappers ``log_iv_pt`` etc.), with gradients in ``x`` (``pullback``; the gradient in
   ``nu`` is undefined, as for ``pytensor.tensor.iv``) and native Numba implementations, so graphs
-  containing them compile without object-mode fallbacks.
+  containing them compile without object-mode fallbacks (built by
+  :mod:`pymc_dp.math.scalar_op`).
 * numba scalar kernels for other compiled code: :func:`log_iv_scalar`, :func:`log_ive_scalar`,
   :func:`iv_ratio_scalar`, :func:`debye_log_ive_and_ratio`.
 
@@ -79,13 +80,10 @@ from fractions import Fraction
 
 import numba
 import numpy as np
-from pytensor.gradient import grad_undefined
 from pytensor.graph.basic import Variable
-from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
 from pytensor.scalar import basic as ps
-from pytensor.tensor.elemwise import Elemwise
 
-from pymc_dp._cache import SOURCE_KEY
+from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
 __all__ = [
     "DEBYE_MIN_ORDER",
@@ -463,33 +461,23 @@ def _f64(v):
     return ps.constant(np.float64(v))
 
 
-def _zero_grad(v):
-    return v.zeros_like(dtype="float64") if v.type in ps.discrete_types else None
+_NU_NO_GRAD = "derivative with respect to the order is not defined"
 
 
-class _BesselScalarOp(ps.ScalarOp):
+class _BesselScalarOp(KernelScalarOp):
+    """Scalar Op ``f(nu, x)``; the order is usually a count (no d/dnu, as for ``pt.iv``)."""
+
     nin = 2
-    nout = 1
-    _kernel = None  # numba scalar function
-
-    def impl(self, nu, x):
-        return np.float64(type(self)._kernel(float(nu), float(x)))
-
-    def c_code(self, *args, **kwargs):
-        raise NotImplementedError()
+    cache_version = 2
 
     def _nu_grad(self, nu):
-        # The order is usually an integer count; d/dnu is not implemented (as for pt.iv).
-        z = _zero_grad(nu)
-        if z is not None:
-            return z
-        return grad_undefined(self, 0, nu, "derivative with respect to the order is not defined")
+        return no_gradient(self, 0, nu, _NU_NO_GRAD)
 
 
 class LogIv(_BesselScalarOp):
     r"""Scalar Op :math:`\log I_\nu(x)`; gradient in ``x`` is :math:`r_\nu(x) + \nu/x`."""
 
-    _kernel = log_iv_scalar
+    kernel = staticmethod(log_iv_scalar)
 
     def pullback(self, inputs, outputs, output_grads):
         nu, x = inputs
@@ -500,7 +488,7 @@ class LogIv(_BesselScalarOp):
 class LogIve(_BesselScalarOp):
     r"""Scalar Op :math:`\log I_\nu(x) - x`; gradient in ``x`` is :math:`r_\nu(x) + \nu/x - 1`."""
 
-    _kernel = log_ive_scalar
+    kernel = staticmethod(log_ive_scalar)
 
     def pullback(self, inputs, outputs, output_grads):
         nu, x = inputs
@@ -516,7 +504,7 @@ class IvRatio(_BesselScalarOp):
     :math:`I_{\nu+1}' = I_\nu - ((\nu+1)/x) I_{\nu+1}`.
     """
 
-    _kernel = iv_ratio_scalar
+    kernel = staticmethod(iv_ratio_scalar)
 
     def pullback(self, inputs, outputs, output_grads):
         nu, x = inputs
@@ -529,7 +517,7 @@ class IvRatio(_BesselScalarOp):
 class DLogIv(_BesselScalarOp):
     r"""Scalar Op :math:`\partial_x \log I_\nu(x) = r_\nu(x) + \nu / x`."""
 
-    _kernel = dlog_iv_scalar
+    kernel = staticmethod(dlog_iv_scalar)
 
     def pullback(self, inputs, outputs, output_grads):
         nu, x = inputs
@@ -539,32 +527,8 @@ class DLogIv(_BesselScalarOp):
         return [self._nu_grad(nu), gz * d2]
 
 
-log_iv_scalar_op = LogIv(ps.upgrade_to_float64, name="log_iv")
-log_ive_scalar_op = LogIve(ps.upgrade_to_float64, name="log_ive")
-iv_ratio_scalar_op = IvRatio(ps.upgrade_to_float64, name="iv_ratio")
-dlog_iv_scalar_op = DLogIv(ps.upgrade_to_float64, name="dlog_iv")
-
-log_iv_pt = Elemwise(log_iv_scalar_op, name="log_iv")
-log_ive_pt = Elemwise(log_ive_scalar_op, name="log_ive")
-iv_ratio_pt = Elemwise(iv_ratio_scalar_op, name="iv_ratio")
-dlog_iv_pt = Elemwise(dlog_iv_scalar_op, name="dlog_iv")
-
-# Bump when a kernel changes: the on-disk numba cache is keyed by Op type, not by source.
-_NUMBA_CACHE_VERSION = 1
-
-
-def _register(op_type, kernel):
-    @register_scalar_funcify(op_type)
-    def _funcify(op, node, **kwargs):
-        return kernel, scalar_op_cache_key(op, cache_version=(_NUMBA_CACHE_VERSION, SOURCE_KEY))
-
-    return _funcify
-
-
-for _op_type, _kern in (
-    (LogIv, log_iv_scalar),
-    (LogIve, log_ive_scalar),
-    (IvRatio, iv_ratio_scalar),
-    (DLogIv, dlog_iv_scalar),
-):
-    _register(_op_type, _kern)
+# scalar Ops and their Elemwise forms; numba lowerings are registered by KernelScalarOp
+log_iv_scalar_op, log_iv_pt = scalar_elemwise(LogIv, "log_iv")
+log_ive_scalar_op, log_ive_pt = scalar_elemwise(LogIve, "log_ive")
+iv_ratio_scalar_op, iv_ratio_pt = scalar_elemwise(IvRatio, "iv_ratio")
+dlog_iv_scalar_op, dlog_iv_pt = scalar_elemwise(DLogIv, "dlog_iv")
