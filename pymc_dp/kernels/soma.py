@@ -47,7 +47,10 @@ Numerics. The weights are computed in log space; ``W``, ``w_j`` and ``w_cur`` ar
 ``exp(-max_j log w_j)`` (log-sum-exp with the maximum subtracted), so ``W >= 1``; ``w_cur`` may
 overflow to ``inf`` after scaling (then the probability is 0, correctly up to ``1e-300``). When
 every weight is zero (or NaN) no position can be picked and the attempt is rejected: no NaN is
-ever produced. A NaN log-weight counts as ``-inf``.
+ever produced. A NaN log-weight counts as ``-inf``. A released component that a swap leaves
+unchanged (``t(x*)_k = t(x_j)_k``: most cells of a one-hot table) contributes its current term
+without a new density evaluation; ``log w_cur`` and those terms are recomputed from the
+statistic after each accepted attempt.
 
 A sweep is ``n`` attempts (:func:`soma_sweep_kernel`), each O(n m), so O(n^2 m) per sweep: SOMA
 is for small and moderate ``n`` (hundreds to a few thousands of records). Which offer lands where
@@ -103,31 +106,38 @@ class NoiseRows(NamedTuple):
 
 
 @numba.njit(cache=True)
-def _log_eta(stat, noise, logpdf):  # pragma: no cover - compiled
-    """``log eta(z | stat)``: the sum over components of the noise log-density."""
+def _log_eta(stat, noise, logpdf, lp):  # pragma: no cover - compiled
+    """``log eta(z | stat)``, the sum over components; ``lp[k]`` gets component ``k``'s term."""
     z, params = noise
     out = 0.0
     for k in range(z.shape[0]):
-        out += logpdf(z[k] - stat[k], params[k])
+        lp[k] = logpdf(z[k] - stat[k], params[k])
+        out += lp[k]
     return out
 
 
 @numba.njit(cache=True)
-def _log_weights(state, t_off, noise, logpdf, logw):  # pragma: no cover - compiled
-    """Step 2: ``log w_j`` for every position ``j`` into ``logw``; returns ``max_j log w_j``.
+def _log_weights(state, t_off, noise, logpdf, buf):  # pragma: no cover - compiled
+    """Step 2: ``log w_j`` for every position ``j`` into ``buf[0]``; returns its maximum.
 
     The statistic after the swap is ``stat + (t(x*) - t(x_j))`` (the same expression the
-    update uses, so an accepted weight is exactly the new current weight). NaN counts as -inf.
+    update uses). A component the swap leaves unchanged contributes its current term
+    ``buf[3][k]`` (no evaluation: one-hot tables change two components of many). NaN counts
+    as -inf.
     """
     stat, t_cur = state
     z, params = noise
+    logw, lp = buf[0], buf[3]
     n, m = t_cur.shape
     top = -np.inf
     for j in range(n):
         lw = 0.0
         for k in range(m):
-            s = stat[k] + (t_off[k] - t_cur[j, k])
-            lw += logpdf(z[k] - s, params[k])
+            d = t_off[k] - t_cur[j, k]
+            if d != 0.0:
+                lw += logpdf(z[k] - (stat[k] + d), params[k])
+            else:
+                lw += lp[k]
         if lw != lw:
             lw = -np.inf
         logw[j] = lw
@@ -164,12 +174,13 @@ def _pick(logw, top, u, w):  # pragma: no cover - compiled
 def _attempt(state, t_off, noise, logpdf, u2, buf):  # pragma: no cover - compiled
     """One attempt with the offer's row ``t_off``; returns ``(position or -1, probability)``.
 
-    ``u2 = (u_pick, u_accept)``, ``buf = (logw, w, lw_cur)`` scratch (``lw_cur`` a 1-vector
-    holding the current ``log w_cur``, updated on acceptance).
+    ``u2 = (u_pick, u_accept)``, ``buf = (logw, w, lw_cur, lp)`` scratch: ``lw_cur`` a
+    1-vector holding the current ``log w_cur``, ``lp`` its per-component terms (both
+    recomputed from the statistic on acceptance).
     """
     stat, t_cur = state
-    logw, w, lw_cur = buf
-    top = _log_weights(state, t_off, noise, logpdf, logw)
+    logw, w, lw_cur, lp = buf
+    top = _log_weights(state, t_off, noise, logpdf, buf)
     if not top > -np.inf:
         return -1, 0.0  # every weight is zero: nothing can be picked
     j, total = _pick(logw, top, u2[0], w)
@@ -183,7 +194,7 @@ def _attempt(state, t_off, noise, logpdf, u2, buf):  # pragma: no cover - compil
     for k in range(stat.shape[0]):
         stat[k] += t_off[k] - t_cur[j, k]
         t_cur[j, k] = t_off[k]
-    lw_cur[0] = logw[j]
+    lw_cur[0] = _log_eta(stat, noise, logpdf, lp)
     return j, prob
 
 
@@ -238,8 +249,8 @@ def soma_sweep_kernel(state, t_offer, noise, logpdf, u, replaced):  # pragma: no
     stat, t_cur = state
     n = t_cur.shape[0]
     n_att = t_offer.shape[0]
-    buf = (np.empty(n), np.empty(n), np.empty(1))
-    buf[2][0] = _log_eta(stat, noise, logpdf)
+    buf = (np.empty(n), np.empty(n), np.empty(1), np.empty(stat.shape[0]))
+    buf[2][0] = _log_eta(stat, noise, logpdf, buf[3])
     n_acc = 0
     min_prob = 1.0
     sum_prob = 0.0

@@ -1,0 +1,123 @@
+"""Benchmark: ESS per second of beta, DA against SOMA, on the Ju et al. (2022) regression.
+
+The model and the released statistic are those of ``benchmarks/bench_da_regression.py``
+(imported from it: constants, clamping and normalisation, ``released_stat``): n = 100 records
+``(x_i, y_i)``, p = 2 predictors, both private, 9 released components with Laplace noise of L1
+sensitivity 15, ``beta ~ N(0, 2)``. One difference in how the model is *written*: the mean of
+``y`` is ``beta[0] + (X * beta[1:]).sum(-1)`` instead of ``beta[0] + X @ beta[1:]`` (the same
+values; DataAugmentation's row-locality analysis refuses the ``Matmul`` form at commit 61a1d30,
+see the report of this benchmark).
+
+Samplers: the records by ``DataAugmentation(method="da")`` (Ju et al. 2022) or
+``DataAugmentation(method="soma")`` (Xiong & Ju 2025), beta by ``ConjugateGibbs`` in both, driven
+by the same loop (record sweep, then beta). Timing: wall time of the loop (compilation
+excluded, first 20 iterations as warm-up); ESS of each component of beta (``arviz.ess``, mean)
+over the draws after a burn-in of 10%; the table gives the minimum over components of ESS and
+of ESS per second, and the mean acceptance rate of the record step.
+
+Run: ``.venv/bin/python benchmarks/bench_soma.py [--quick] [--iters N] [--eps 0.1 1 10]``
+(``--quick``: 3,000 iterations per run; default 10,000.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import time
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from bench_da_regression import (
+    BETA,
+    SENSITIVITY,
+    SIGMA2,
+    TAU2,
+    X_HI,
+    X_LO,
+    Y_HI,
+    Y_LO,
+    M,
+    N,
+    _norm,
+    _norm_np,
+    released_stat,
+)
+
+from pymc_dp.distributions.release import Release
+from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.step_methods.conjugate import ConjugateGibbs
+from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+
+def build(eps, seed):
+    """The regression model of ``bench_da_regression.build`` (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(M, 1.0, size=(N, 2))
+    y = BETA[0] + X @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
+    stat = released_stat(_norm_np(X, X_LO, X_HI), _norm_np(y, Y_LO, Y_HI), np)
+    mech = Laplace(epsilon=eps, sensitivity=SENSITIVITY)
+    z = mech.release(stat, rng=rng)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
+        Xr = pm.Normal("X", M, 1.0, shape=(N, 2))
+        yr = pm.Normal("y", beta[0] + (Xr * beta[1:]).sum(-1), np.sqrt(SIGMA2), shape=N)
+        Release("z", released_stat(_norm(Xr, X_LO, X_HI), _norm(yr, Y_LO, Y_HI), pt), mech,
+                observed=z)  # fmt: skip
+    return model
+
+
+def wired() -> bool:
+    """Whether ``DataAugmentation`` takes ``method`` (the SOMA option)."""
+    return "method" in inspect.signature(DataAugmentation.__init__).parameters
+
+
+def run(model, method, iters, seed):
+    """``iters`` iterations (record sweep, then beta); returns beta draws, seconds, acc rate."""
+    with model:
+        rec = DataAugmentation([model["X"], model["y"]], rng=seed, method=method)
+        cg = ConjugateGibbs([model["beta"]], rng=seed + 1)
+    point = model.initial_point()
+    for _ in range(20):
+        point, _ = rec.step(point)
+        point, _ = cg.step(point)
+    draws = np.empty((iters, 3))
+    acc = 0.0
+    t0 = time.perf_counter()
+    for it in range(iters):
+        point, (st,) = rec.step(point)
+        point, _ = cg.step(point)
+        draws[it] = point["beta"]
+        acc += st["da_accept_rate"]
+    return draws, time.perf_counter() - t0, acc / iters
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="3,000 iterations per run")
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
+    args = ap.parse_args()
+    iters = args.iters or (3_000 if args.quick else 10_000)
+    if not wired():
+        raise SystemExit("DataAugmentation has no method= option yet: SOMA is not wired")
+    print(f"load average {os.getloadavg()}, {iters} iterations per run, burn-in 10%")
+    print("| eps | method | seconds | us/iter | acc rate | min ESS (beta) | min ESS/s |")
+    print("|---|---|---|---|---|---|---|")
+    for eps in args.eps:
+        model = build(eps, seed=2022)
+        for method in ("da", "soma"):
+            draws, secs, acc = run(model, method, iters, seed=3)
+            kept = draws[iters // 10 :]
+            ess = np.array([float(az.ess(kept[None, :, j], method="mean")) for j in range(3)])
+            print(
+                f"| {eps:g} | {method} | {secs:.2f} | {secs / iters * 1e6:.0f} | {acc:.3f} "
+                f"| {ess.min():.0f} | {ess.min() / secs:.1f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
