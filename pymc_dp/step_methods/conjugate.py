@@ -546,6 +546,21 @@ def _expanded_shape(shape, orders):
     return shape
 
 
+def _quantity(expr, model: Model, outs: list) -> _Quantity:
+    """How the update reads ``expr``: a point entry, a constant, a shared value, or an output
+    (appended to ``outs``) of the one compiled function of the point."""
+    [rep] = model.replace_rvs_by_values([pt.as_tensor(expr)])
+    if rep in set(model.value_vars):
+        return _Quantity("point", rep.name)
+    if isinstance(rep, SharedVariable):
+        return _Quantity("shared", rep)
+    inputs = [v for v in graph_inputs([rep]) if not isinstance(v, Constant)]
+    if not inputs:
+        return _Quantity("const", np.asarray(pytensor.function([], rep, mode=_PY_MODE)()))
+    outs.append(rep)
+    return _Quantity("compiled", len(outs) - 1)
+
+
 class _Updater:
     """Draws one parameter from its full conditional; built from a :class:`_Plan`."""
 
@@ -553,44 +568,34 @@ class _Updater:
         rv = plan.rv
         self.pair = plan.pair
         self.family = plan.family
-        self.name = rv.name
+        self.labels = tuple(v.name for v in (plan.partner, rv) if v is not None)  # messages
         self.value_name = model.rvs_to_values[rv].name
         self.shape = tuple(int(s) for s in rv.type.shape)
         transform = model.rvs_to_transforms.get(rv)
         self.forward = None if transform is None else FORWARD[type(transform)]
-        self._outs = []
-        self._value_names = {v: v.name for v in model.value_vars}
-        self._model = model
+        outs = []
+
+        def q(expr):
+            return _quantity(expr, model, outs)
+
         hyper = [*plan.partner_hyper, *rv.owner.op.dist_params(rv.owner)]  # block: (m0, c0) first
-        self.hyper = [self._quantity(p) for p in hyper]
+        self.hyper = [q(p) for p in hyper]
         self.children = [
             (
                 c.link,
-                self._quantity(c.rv),
+                q(c.rv),
                 c.orders,
-                None if c.index is None else self._quantity(c.index),
-                tuple(self._quantity(e) for e in c.extras),
+                None if c.index is None else q(c.index),
+                tuple(q(e) for e in c.extras),
                 f"child {c.rv.name} of {rv.name}",
             )
             for c in plan.children
         ]
         self._fn = None
-        if self._outs:
+        if outs:
             ck = dict(compile_kwargs or {})
             ck.setdefault("on_unused_input", "ignore")
-            self._fn = model.compile_fn(self._outs, inputs=model.value_vars, point_fn=True, **ck)
-
-    def _quantity(self, expr) -> _Quantity:
-        [rep] = self._model.replace_rvs_by_values([pt.as_tensor(expr)])
-        if rep in self._value_names:
-            return _Quantity("point", self._value_names[rep])
-        if isinstance(rep, SharedVariable):
-            return _Quantity("shared", rep)
-        inputs = [v for v in graph_inputs([rep]) if not isinstance(v, Constant)]
-        if not inputs:
-            return _Quantity("const", np.asarray(pytensor.function([], rep, mode=_PY_MODE)()))
-        self._outs.append(rep)
-        return _Quantity("compiled", len(self._outs) - 1)
+            self._fn = model.compile_fn(outs, inputs=model.value_vars, point_fn=True, **ck)
 
     def families(self) -> dict[str, str]:
         return {self.value_name: self.family}
@@ -628,7 +633,7 @@ class _Updater:
     def _posterior(self, point):
         compiled = self._fn(point) if self._fn is not None else None
         hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
-        self.pair.check_hyper(hyper, self.name)
+        self.pair.check_hyper(hyper, self.labels)
         return self.pair.posterior(hyper, self._totals(point, compiled), self.shape)
 
     def _finish(self, theta, forward):

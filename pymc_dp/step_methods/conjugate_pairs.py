@@ -415,11 +415,19 @@ class ChildLink:
     extras: Callable
     stats: Callable
 
+    def __reduce__(self):  # pickled as a reference to its row of PAIRS (rows hold lambdas)
+        for pair in PAIRS:
+            if self in pair.children:
+                return _link_of, (pair.family, pair.children.index(self))
+        raise TypeError(f"{self!r} is not a child link of a row of PAIRS")
+
 
 @dataclass(frozen=True)
 class ConjugatePair:
     """One conjugate prior family: hyperparameters, children, posterior and draw.
 
+    ``check_hyper(hyper, labels)`` raises ValueError naming the variable (``labels``: the
+    parameter's name, or the mean's and the variance's for a block) and the hyperparameter.
     ``posterior(hyper, totals, shape)`` maps the prior op's parameters (``hyper``, float64
     arrays) and the summed statistics to the posterior's parameters broadcast to ``shape``;
     ``draw(rng, post)`` makes one exact draw. A block pair (``partner`` set) updates the
@@ -439,6 +447,11 @@ class ConjugatePair:
     merge: Callable | None = None
     category_axis: bool = False  # Dirichlet: the last axis is the simplex, never broadcast
 
+    def __reduce__(self):  # pickled as a reference to its row of PAIRS (rows hold lambdas)
+        if self not in PAIRS:
+            raise TypeError(f"{self.family!r} pair is not a row of PAIRS")
+        return _row, (self.family,)
+
     def link(self, op_type) -> ChildLink | None:
         """The child link for a child of op type ``op_type``, or None."""
         for c in self.children:
@@ -456,15 +469,16 @@ class ConjugatePair:
 
 
 def _positive_hyper(names):
-    def check(hyper, name):
+    def check(hyper, labels):
         for value, hname in zip(hyper, names, strict=True):
-            check_positive(value, f"prior parameter {hname} of {name}")
+            check_positive(value, f"prior parameter {hname} of {labels[-1]}")
 
     return check
 
 
-def _check_gamma(hyper, name):
+def _check_gamma(hyper, labels):
     """alpha > 0; the op carries scale = 1 / beta, reported as beta."""
+    name = labels[-1]
     alpha, scale = hyper
     if scale.size and not (scale.min() > 0.0 and scale.max() < np.inf):
         with np.errstate(divide="ignore"):
@@ -474,18 +488,20 @@ def _check_gamma(hyper, name):
     check_positive(alpha, f"prior parameter alpha of {name}")
 
 
-def _check_normal(hyper, name):
+def _check_normal(hyper, labels, suffix=""):
     mu, sigma = hyper
+    name = labels[0]
     if mu.size and not np.isfinite(mu.sum()):
         bad = first_bad(mu, np.isfinite(mu))
         raise ValueError(f"prior parameter mu of {name} must be finite, got {bad!r}")
-    check_positive(sigma, f"prior parameter sigma of {name}")
+    check_positive(sigma, f"prior parameter sigma of {name}{suffix}")
 
 
-def _check_nig(hyper, name):
+def _check_nig(hyper, labels):
+    """labels = (mean, variance): the mean's (m0, sigma at variance 1), then alpha, beta."""
     m0, c0, a, b = hyper
-    _check_normal((m0, c0), f"{name} (sigma at the variance = 1)")
-    _positive_hyper(("alpha", "beta"))((a, b), name)
+    _check_normal((m0, c0), labels, f" (at {labels[1]} = 1)")
+    _positive_hyper(("alpha", "beta"))((a, b), labels)
 
 
 def _bcast(shape, *arrays):
@@ -615,6 +631,14 @@ PAIRS: tuple[ConjugatePair, ...] = (
         merge=_chan_merge,
     ),
 )
+
+
+def _row(family):
+    return next(p for p in PAIRS if p.family == family)
+
+
+def _link_of(family, i):
+    return _row(family).children[i]
 
 
 def pair_for(op_type, block: bool = False) -> ConjugatePair | None:

@@ -90,3 +90,20 @@ def test_state_of_other_variables_refused(model):
     small = ConjugateGibbs([model["p"]], model=model, rng=1)
     with pytest.raises(ValueError, match="frozen fields"):
         small.sampling_state = step.sampling_state
+
+
+def test_step_cloudpickles_with_its_state(model):
+    """PyMC pickles steps with cloudpickle (spawn / forkserver): the clone, given the state,
+    replays the draws; the pair rows travel as references to the PAIRS table."""
+    import cloudpickle
+
+    from pymc_dp.step_methods.conjugate_pairs import PAIRS
+
+    for pair in PAIRS:
+        assert pickle.loads(pickle.dumps(pair)) is pair
+        assert all(pickle.loads(pickle.dumps(c)) is c for c in pair.children)
+    step = _step(model)
+    point = model.initial_point()
+    clone = cloudpickle.loads(cloudpickle.dumps(step))
+    clone.sampling_state = step.sampling_state
+    np.testing.assert_array_equal(_run(clone, point), _run(step, point))
