@@ -27,8 +27,6 @@ error naming the release, the record and the change when the data contradict it.
 
 from __future__ import annotations
 
-import weakref
-
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
 from pymc.logprob.abstract import _logprob
@@ -48,41 +46,44 @@ from pymc_dp.mechanisms.base import Mechanism
 __all__ = [
     "Release",
     "ReleaseRV",
+    "is_random_variable",
     "is_release",
-    "model_of",
+    "on_release_registered",
     "record_parents",
     "released_mechanisms",
 ]
 
-# Random variables that appear (directly, not through another random variable) in the statistic
-# of a Release registered in a model. ``DataAugmentation.competence`` uses this registry when no
-# model context is active (inside one it inspects the model), so that importing pymc_dp never
-# changes how a model without a Release is sampled. Weak references: the registry never keeps a
-# model alive.
-_RECORD_RVS: weakref.WeakSet = weakref.WeakSet()
-# Models that hold a Release, for steps that need the model of a variable when ``pm.sample``
-# runs outside ``with model:`` (``pm.sample(model=m)``): see :func:`model_of`.
-_RELEASE_MODELS: weakref.WeakSet = weakref.WeakSet()
+# Callbacks run with the model each time a Release is registered in one. The step methods' claim
+# rule (:mod:`pymc_dp.step_methods.claims`) adds the one that remembers such models (for
+# ``pm.sample(model=m)`` outside ``with m:``); this layer keeps no step-assignment state and does
+# not import the step methods.
+_ON_REGISTER: list = []
 
 
-def model_of(var):
-    """The model in context if ``var`` is one of its free variables, else a model holding a
-    Release that has ``var`` among its free variables, else None."""
-    import pymc as pm
+def on_release_registered(callback) -> None:
+    """Call ``callback(model)`` whenever a :class:`Release` is registered in a model.
 
-    try:
-        model = pm.Model.get_context(error_if_none=False)
-    except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()
-        model = None
-    if model is not None and var in model.free_RVs:
-        return model
-    for candidate in list(_RELEASE_MODELS):
-        if var in candidate.free_RVs:
-            return candidate
-    return None
+    Adding the same callback twice has no effect.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> seen = []
+    >>> on_release_registered(seen.append)
+    >>> with pm.Model() as m:
+    ...     x = pm.Bernoulli("x", p=0.5, shape=3)
+    ...     _ = Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=1.0)
+    >>> seen == [m]
+    True
+    >>> _ON_REGISTER.remove(seen.append)
+    """
+    if callback not in _ON_REGISTER:
+        _ON_REGISTER.append(callback)
 
 
-def _is_rv(var) -> bool:
+def is_random_variable(var) -> bool:
+    """Whether ``var`` is the output of a random variable op (plain or symbolic)."""
     return var.owner is not None and isinstance(
         var.owner.op, RandomVariable | SymbolicRandomVariable
     )
@@ -110,7 +111,7 @@ def record_parents(statistic) -> list[Variable]:
         if var in seen:
             continue
         seen.add(var)
-        if _is_rv(var):  # the statistic itself may be the record variable (statistic=x)
+        if is_random_variable(var):  # the statistic itself may be the record variable (statistic=x)
             found.append(var)
             continue
         if var.owner is not None:
@@ -228,10 +229,10 @@ class Release(Distribution):
                 fixed=fixed,
             )
         rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
-        # only releases registered in a model mark their records (Release.dist does not)
-        for parent in record_parents(rv.owner.inputs[0]):
-            _RECORD_RVS.add(parent)
-        _RELEASE_MODELS.add(modelcontext(None))
+        # only releases registered in a model are announced (Release.dist is not)
+        model = modelcontext(None)
+        for callback in list(_ON_REGISTER):
+            callback(model)
         return rv
 
     @classmethod

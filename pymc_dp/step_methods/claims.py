@@ -15,7 +15,13 @@ how a model without a release is sampled, whatever pymc_dp distributions it uses
    only if one of its children is a record (:func:`parameter_claimable`).
 
 Being a pymc_dp distribution, or feeding one, is not a reason to claim a variable: only a
-Release is.
+Release is, recognised by its Op class (:class:`~pymc_dp.distributions.release.ReleaseRV`),
+never by a module or class name.
+
+This module also holds the step-assignment state: the models that hold a Release (weakly
+referenced), so that a step finds the model of a variable when ``pm.sample(model=m)`` runs
+outside ``with m:`` (:func:`model_of`). :class:`~pymc_dp.distributions.release.Release`
+announces its model through :func:`~pymc_dp.distributions.release.on_release_registered`.
 
 Examples
 --------
@@ -38,9 +44,44 @@ set()
 
 from __future__ import annotations
 
-from pymc_dp.distributions.release import is_release, model_of, record_parents
+import weakref
 
-__all__ = ["claim_model", "observed_releases", "parameter_claimable", "release_records"]
+import pymc as pm
+
+from pymc_dp.distributions.release import (
+    is_random_variable,
+    is_release,
+    on_release_registered,
+    record_parents,
+)
+
+__all__ = [
+    "claim_model",
+    "direct_rv_parents",
+    "model_of",
+    "observed_releases",
+    "parameter_claimable",
+    "release_records",
+]
+
+# Models that hold a Release (weak references: the registry never keeps a model alive).
+_RELEASE_MODELS: weakref.WeakSet = weakref.WeakSet()
+on_release_registered(_RELEASE_MODELS.add)
+
+
+def model_of(var):
+    """The model in context if ``var`` is one of its free variables, else a model holding a
+    Release that has ``var`` among its free variables, else None."""
+    try:
+        model = pm.Model.get_context(error_if_none=False)
+    except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()
+        model = None
+    if model is not None and var in model.free_RVs:
+        return model
+    for candidate in list(_RELEASE_MODELS):
+        if var in candidate.free_RVs:
+            return candidate
+    return None
 
 
 def observed_releases(model) -> list:
@@ -48,9 +89,23 @@ def observed_releases(model) -> list:
     return [rv for rv in model.observed_RVs if is_release(rv)]
 
 
-def _direct_parents(var, rv_set) -> set:
-    """Random variables in ``rv_set`` that ``var`` depends on without passing through another."""
-    start = list(var.owner.inputs) if var.owner is not None else []
+def direct_rv_parents(var, rv_set) -> set:
+    """Random variables in ``rv_set`` that ``var`` depends on without passing through another.
+
+    ``var`` is a random variable (its parents are searched from its inputs) or any graph (a
+    Potential, a statistic: searched from ``var`` itself).
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> with pm.Model() as m:
+    ...     a = pm.Normal("a")
+    ...     b = pm.Normal("b", a)
+    ...     c = pm.Normal("c", 2 * b)
+    >>> [v.name for v in direct_rv_parents(c, set(m.basic_RVs))]
+    ['b']
+    """
+    start = list(var.owner.inputs) if is_random_variable(var) else [var]
     out, stack, seen = set(), start, set()
     while stack:
         v = stack.pop()
@@ -89,7 +144,7 @@ def release_records(model) -> set:
     while changed:
         changed = False
         for rv in free - records:
-            parents = _direct_parents(rv, rv_set) & records
+            parents = direct_rv_parents(rv, rv_set) & records
             if any(lengths[rv] is not None and lengths[rv] == lengths[p] for p in parents):
                 records.add(rv)
                 changed = True

@@ -120,3 +120,73 @@ def test_unobserved_release_claims_nothing():
         x = pm.Bernoulli("x", p, shape=4)
         pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0))
     _assert_nothing_claimed(model)
+
+
+# --------------------------------------------------------------------------- the claims module
+def _release_model():
+    with pm.Model() as model:
+        p = pm.Beta("p", F(1.0), F(1.0))
+        x = pm.Bernoulli("x", p, shape=4)
+        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=2.0)
+    return model
+
+
+def test_release_module_keeps_no_step_assignment_state():
+    """The registry of release models lives in claims; release.py only announces models."""
+    import weakref
+
+    from pymc_dp.distributions import release
+
+    assert not [k for k, v in vars(release).items() if isinstance(v, weakref.WeakSet)]
+    assert not hasattr(release, "_RECORD_RVS") and not hasattr(release, "model_of")
+
+
+def test_model_of_outside_the_context_and_weak():
+    """A step finds the model of a record outside ``with model:`` (pm.sample(model=m)), and
+    the registry does not keep models alive."""
+    import gc
+
+    from pymc_dp.step_methods import claims
+
+    model = _release_model()
+    x = model["x"]
+    assert claims.model_of(x) is model and claim_model(x) is model
+    assert DataAugmentation.competence(x) == Competence.IDEAL
+    # control: a variable of no registered model
+    assert claims.model_of(pm.Normal.dist()) is None
+    n_before = len(claims._RELEASE_MODELS)
+    del model, x
+    gc.collect()
+    assert len(claims._RELEASE_MODELS) == n_before - 1
+
+
+def test_release_recognised_by_op_class_not_name():
+    """A symbolic RV whose op merely has Release's names is not a release."""
+    from pymc.distributions.distribution import SymbolicRandomVariable
+
+    from pymc_dp.distributions.release import ReleaseRV, is_release
+
+    Fake = type("ReleaseRV", (SymbolicRandomVariable,), {"__module__": ReleaseRV.__module__})
+    x = pm.Normal.dist()
+    inner = x.type()
+    fake = Fake(inputs=[inner], outputs=[inner + 1], extended_signature="()->()")(x)
+    assert not is_release(fake)
+    model = _release_model()
+    assert [is_release(rv) for rv in model.observed_RVs] == [True]
+
+
+def test_direct_rv_parents_one_walk():
+    """The one walk used by the claim rule and the DA blocks: parents through deterministic
+    expressions, not through another random variable; a graph (a Potential) from itself."""
+    from pymc_dp.step_methods.claims import direct_rv_parents
+
+    with pm.Model() as model:
+        a = pm.Normal("a")
+        b = pm.Normal("b", pm.math.exp(a) * 2)
+        c = pm.Normal("c", b + 1, shape=3)
+        pot = pm.Potential("pot", c.sum() * a)
+    rv_set = set(model.basic_RVs)
+    assert direct_rv_parents(c, rv_set) == {b}
+    assert direct_rv_parents(b, rv_set) == {a}
+    assert direct_rv_parents(a, rv_set) == set()
+    assert direct_rv_parents(pot, rv_set) == {a, c}

@@ -14,6 +14,8 @@ rate; each refusal has a control that is accepted.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -219,7 +221,8 @@ def test_sensitivity_contradicted_in_the_sweep():
     with model:
         step = DataAugmentation([model["x"]], rng=SEED)
     (block,) = step._blocks
-    block.sens = block.sens * 0.5  # as if declared 0.5: the next changed record violates it
+    # as if declared 0.5: the next changed record violates it
+    step._blocks[0] = block._replace(spec=replace(block.spec, sens=block.spec.sens * 0.5))
     point = model.initial_point()
     with pytest.raises(ValueError, match=r"Release 'z'.*record \d+.*by 1 \(L1 norm\)"):
         for _ in range(20):

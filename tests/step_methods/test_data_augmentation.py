@@ -809,3 +809,50 @@ def test_sparse_records_observed_child_coupling_detected(coupled):
                 DataAugmentation([x], rng=1)
         else:
             DataAugmentation([x], rng=1)
+
+
+# --------------------------------------------------------------------------- method keyword
+def _count_model():
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=8)
+        Release("z", x.sum(), Laplace(epsilon=1.0), observed=3.2)
+    return model
+
+
+@pytest.mark.parametrize("method", ["DA", "mh", None])
+def test_method_must_be_known(method):
+    model = _count_model()
+    with model, pytest.raises(ValueError, match=r"method must be one of 'da', 'soma'"):
+        DataAugmentation([model["x"]], method=method)
+
+
+def test_method_soma_wired():
+    """method="soma" sweeps additive blocks with pymc_dp.step_methods.soma.soma_sweep (its law
+    is tested in tests/step_methods/test_soma.py); a generic block is refused, naming method."""
+    from pymc_dp.step_methods import da_additive, soma
+
+    model = _count_model()
+    with model:
+        da = DataAugmentation([model["x"]], rng=2)
+        step = DataAugmentation([model["x"]], rng=2, method="soma")
+    assert step.sampling_state.method == "soma" and da.sampling_state.method == "da"
+    calls = []
+    real = soma.soma_sweep
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    soma.soma_sweep = spy
+    try:
+        point, [stats] = step.step(model.initial_point())
+    finally:
+        soma.soma_sweep = real
+    assert calls == [1] and point["x"].shape == (8,) and 0.0 <= stats["da_accept_min"] <= 1.0
+    assert da._sweeps == [da_additive.additive_sweep]
+    with pm.Model():
+        y = pm.Normal("y", 0.0, 1.0, shape=4)
+        Release("r", y.max(), Laplace(scale=1.0), observed=0.5)
+        with pytest.raises(ValueError, match=r"method='soma'"):
+            DataAugmentation([y], method="soma")
