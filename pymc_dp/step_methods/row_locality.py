@@ -31,17 +31,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from pymc.logprob.utils import CheckParameterValue
 from pytensor.compile.builders import OpFromGraph
 from pytensor.graph.basic import Variable
 from pytensor.graph.traversal import io_toposort
-from pytensor.tensor.basic import Alloc, ARange, Join, get_underlying_scalar_constant_value
+from pytensor.tensor.basic import (
+    Alloc,
+    ARange,
+    Join,
+    MakeVector,
+    ScalarFromTensor,
+    TensorFromScalar,
+    get_underlying_scalar_constant_value,
+)
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.extra_ops import CumOp
 from pytensor.tensor.math import Argmax, Dot
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 from pytensor.tensor.sort import ArgSortOp, SortOp
-from pytensor.tensor.special import LogSoftmax, Softmax
+from pytensor.tensor.special import LogSoftmax, LogSumExp, Softmax
 from pytensor.tensor.subtensor import (
     AdvancedIncSubtensor,
     AdvancedSubtensor,
@@ -72,7 +81,9 @@ class Unknown:
     node: object
 
 
-_AXIS_OPS = (CAReduce, CumOp, Softmax, LogSoftmax, Argmax, SortOp, ArgSortOp)
+_AXIS_OPS = (CAReduce, CumOp, Softmax, LogSoftmax, LogSumExp, Argmax, SortOp, ArgSortOp)
+# ops that turn tensors into scalars or scalars into a vector: the record axis is lost
+_SCALAR_OPS = (ScalarFromTensor, TensorFromScalar, MakeVector)
 
 
 def _is_free(s) -> bool:
@@ -126,7 +137,7 @@ def _node_states(node, ins, n):
         if not any(dep):
             return [FREE]
         return [Coupled(node, "builds a range from record values")]
-    if type(op).__name__ == "CheckParameterValue":
+    if isinstance(op, CheckParameterValue):
         # the conditions only guard the value (a failed check raises): its state is the value's,
         # whatever the conditions read (e.g. ``all(p >= 0)`` over every record's probabilities)
         return [ins[0]] * len(out)
@@ -139,7 +150,13 @@ def _node_states(node, ins, n):
         if isinstance(op, Reshape) and ins[0] == IDENT and _column_of(node, n):
             return [IDENT]
         return [FREE] * len(out)
-    name = type(op).__name__
+    return _dependent_states(node, ins, dep, n)
+
+
+def _dependent_states(node, ins, dep, n):
+    """States of the outputs of a node reading the records (``dep``: which inputs do)."""
+    op = node.op
+    out = node.outputs
     if isinstance(op, SpecifyShape):
         return [ins[0]] * len(out)
     if isinstance(op, Elemwise):
@@ -151,7 +168,7 @@ def _node_states(node, ins, n):
         if op.new_order and op.new_order[0] == 0:
             return [ROW]
         return [Coupled(node, "moves or drops the record axis (a transpose)")]
-    if isinstance(op, _AXIS_OPS) or name == "LogSumExp":
+    if isinstance(op, _AXIS_OPS):
         nd = node.inputs[0].type.ndim
         axes = _axes(op, nd)
         if any(dep[1:]):
@@ -180,6 +197,13 @@ def _node_states(node, ins, n):
         if out[0].type.ndim >= 1 and out[0].type.shape[0] == n == node.inputs[0].type.shape[0]:
             return [ROW]
         return [Unknown(node)]
+    return _indexing_states(node, ins, dep, n)
+
+
+def _indexing_states(node, ins, dep, n):
+    """:func:`_dependent_states` for indexing, contractions and composite ops."""
+    op = node.op
+    out = node.outputs
     if isinstance(op, Subtensor):
         if any(dep[1:]):
             return [Coupled(node, "uses a record value as an index")]
@@ -200,7 +224,7 @@ def _node_states(node, ins, n):
     if isinstance(op, OpFromGraph):
         inner = row_states(op.inner_outputs, dict(zip(op.inner_inputs, ins, strict=True)), n)
         return [inner[o] for o in op.inner_outputs]
-    if name in ("ScalarFromTensor", "TensorFromScalar", "MakeVector"):
+    if isinstance(op, _SCALAR_OPS):
         return [Coupled(node, "turns record values into scalars")] * len(out)
     return [Unknown(node)] * len(out)
 
