@@ -25,8 +25,8 @@ prior (family)         children: how the parameter enters      posterior, statis
 
 How a variance ``v`` may enter a child's ``sigma`` (:func:`sqrt_access`): ``sigma`` must be
 ``c * sqrt(v)`` with ``c`` free of ``v``, written with ``sqrt``, ``**`` by a constant, products,
-quotients, ``abs`` and ``sign`` of such terms, sums of terms of the same degree, casts and
-broadcasting by leading axes -- so ``sigma=pt.sqrt(v)``, ``sigma=v**0.5``,
+quotients, ``abs`` and ``sign`` of such terms, sums of terms of the same degree, casts to a float
+type and broadcasting by leading axes -- so ``sigma=pt.sqrt(v)``, ``sigma=v**0.5``,
 ``sigma=pt.sqrt(v / k)``, ``sigma=c * pt.sqrt(v)`` and ``tau=1 / v`` (PyMC writes
 ``sigma = |tau|**-0.5 * sign(tau)``) are recognised; ``sigma=v``, ``sigma=pt.sqrt(v + 1)``,
 ``sigma=pt.exp(v)`` are not (:class:`NotConjugateError`). ``v`` itself or ``v[idx]`` (an integer
@@ -52,7 +52,7 @@ import numpy as np
 import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pymc.logprob.transforms import LogOddsTransform, LogTransform, SimplexTransform
-from pytensor.graph.basic import Constant
+from pytensor.graph.basic import Constant, equal_computations
 from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
@@ -199,6 +199,8 @@ def _degree(expr, theta, blockers, accesses) -> Fraction:
         return degs[0] / 2
     if isinstance(sop, ps.Sign):
         return Fraction(0)
+    if isinstance(sop, ps.Cast) and not expr.dtype.startswith("float"):
+        raise NotConjugateError(f"{theta.name} is cast to {expr.dtype} in sigma")
     if isinstance(sop, _SAME_DEGREE) or (isinstance(sop, ps.Add | ps.Sub) and len(set(degs)) == 1):
         return degs[0]
     raise NotConjugateError(f"{theta.name} enters through {sop}, not as c * sqrt({theta.name})")
@@ -212,9 +214,10 @@ def sqrt_access(sigma, theta, blockers):
         raise NotConjugateError(
             f"sigma is {theta.name}**{deg} times a factor, not c * sqrt({theta.name})"
         )
-    if len(accesses) != 1:
+    first, *rest = accesses
+    if any(not equal_computations([first], [a]) for a in rest):
         raise NotConjugateError(f"{theta.name} occurs in sigma through several expressions")
-    return next(iter(accesses)), []
+    return first, []
 
 
 def at_unit(expr, theta):

@@ -195,12 +195,16 @@ def test_invgamma_normal_variance_exact(rng, form):
 
 
 def test_invgamma_refuses_other_forms():
-    """sigma = v, sqrt(v + 1), exp(v), v in the mean, v inside a non-constant power: refused."""
+    """sigma = v, sqrt(v + 1), exp(v), v in the mean, a cast to an integer (floor: not
+    homogeneous), a sign of a shifted v, exp(log(v) / 2) (equal, but not recognised): refused."""
     cases = [
         (lambda v: {"mu": 0.0, "sigma": v}, "not c \\* sqrt"),
         (lambda v: {"mu": 0.0, "sigma": pt.sqrt(v + 1.0)}, "enters through"),
         (lambda v: {"mu": 0.0, "sigma": pt.exp(v)}, "enters through"),
         (lambda v: {"mu": v, "sigma": 1.0}, "another parameter"),
+        (lambda v: {"mu": 0.0, "sigma": pt.sqrt(v.astype("int64"))}, "cast to int64"),
+        (lambda v: {"mu": 0.0, "sigma": pt.sqrt(v) * pt.sign(v - 1.0)}, "enters through"),
+        (lambda v: {"mu": 0.0, "sigma": pt.exp(pt.log(v) / 2)}, "enters through"),
     ]
     for make, msg in cases:
         with pm.Model() as m:
@@ -209,6 +213,29 @@ def test_invgamma_refuses_other_forms():
         assert conjugate_family(v, m) is None
         with pytest.raises(ValueError, match=msg):
             ConjugateGibbs([v], model=m)
+
+
+def test_invgamma_indexed_and_summed_forms(rng):
+    """Per-group variances v[g] with sigma = sqrt(v[g]) + sqrt(v[g]) (c = 2, one access):
+    group k's posterior InverseGamma(3 + n_k / 2, 2 + sum(x^2) / 8). Negative control: c = 1."""
+    g = rng.integers(0, 2, size=20)
+    x = 2.0 * rng.normal(size=20)
+    with pm.Model() as m:
+        v = pm.InverseGamma("v", 3.0, 2.0, shape=2)
+        pm.Normal("x", 0.0, sigma=pt.sqrt(v[g]) + pt.sqrt(v[g]), observed=x)
+    step = ConjugateGibbs([v], model=m, rng=rng)
+    draws = np.exp(draws_at(step, m.initial_point(), ["v_log__"])["v_log__"])
+    with pm.Model() as m2:  # degree 1/2 but two different accesses v[g], v[1 - g]: refused
+        v2 = pm.InverseGamma("v", 3.0, 2.0, shape=2)
+        sig = pt.sqrt(v2[g]) * pt.sqrt(v2[1 - g]) / pt.sqrt(v2[1 - g])
+        pm.Normal("x", 0.0, sigma=sig, observed=x)
+    with pytest.raises(ValueError, match="several expressions"):
+        ConjugateGibbs([v2], model=m2)
+    for k in range(2):
+        a, q = 3.0 + (g == k).sum() / 2, np.sum(x[g == k] ** 2)
+        assert_fits(
+            draws[:, k], stats.invgamma(a, scale=2 + q / 8), stats.invgamma(a, scale=2 + q / 2)
+        )
 
 
 def test_invgamma_values_checked():
@@ -272,6 +299,24 @@ def test_normal_invgamma_joint_exact(rng):
     for sel in (low, ~low):
         assert stats.kstest(z[sel], stats.norm().cdf).pvalue > ALPHA
         assert stats.kstest(wz[sel], stats.norm().cdf).pvalue < ALPHA
+
+
+def test_normal_invgamma_vector_block(rng):
+    """mu and v of shape (2,), children of shape (4, 2) broadcast by a leading axis: each
+    column is its own Normal-InverseGamma block (v marginal; negative control: prior beta 4)."""
+    x = rng.normal(size=(4, 2)) + np.array([0.0, 3.0])
+    with pm.Model() as m:
+        v = pm.InverseGamma("v", 3.0, 2.0, shape=2)
+        mu = pm.Normal("mu", 0.5, sigma=pt.sqrt(v) * 0.5, shape=2)
+        pm.Normal("x", mu, sigma=pt.sqrt(v), observed=x)
+    step = ConjugateGibbs([mu, v], model=m, rng=rng)
+    assert step.families == {"mu": "normal_invgamma", "v_log__": "normal_invgamma"}
+    d = draws_at(step, m.initial_point(), ["mu", "v_log__"])
+    for j in range(2):
+        _, _, a, b = _nig_exact(x[:, j], np.ones(4), c0=0.5)
+        wb = _nig_exact(x[:, j], np.ones(4), c0=0.5, b0=4.0)[3]
+        v_j = np.exp(d["v_log__"][:, j])
+        assert_fits(v_j, stats.invgamma(a, scale=b), stats.invgamma(a, scale=wb))
 
 
 def test_normal_invgamma_block_ignores_current_values():
