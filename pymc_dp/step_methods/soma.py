@@ -63,6 +63,7 @@ __all__ = [
     "noise_variance",
     "release_noise_variances",
     "soma_sweep",
+    "warn_if_uninformative",
 ]
 
 #: relative tolerance of the numerical exchangeability check
@@ -481,3 +482,37 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
             stacklevel=2,
         )
     return lam
+
+
+def warn_if_uninformative(model, spec, point=None, rng=None) -> np.ndarray:
+    """:func:`missing_information_fraction` of a block at ``point`` (default: the model's initial
+    point), with the noise variances of its releases (:func:`release_noise_variances`).
+
+    For the step's construction: warns (``UserWarning``) when a released component's fraction
+    of missing information exceeds 0.99, and returns the fractions.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from types import SimpleNamespace
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> from pymc_dp.distributions.release import Release
+    >>> with pm.Model() as model:
+    ...     x = pm.Bernoulli("x", p=0.5, shape=100)
+    ...     _ = Release("z", x.sum(), pmdp.Laplace(scale=2.0), observed=40.0)
+    >>> class Offers:
+    ...     def draw(self, args, rng):
+    ...         return [(rng.random(100) < 0.5).astype(np.int64)]
+    >>> spec = SimpleNamespace(names=["x"], n=100, proposer=Offers(), release_names=["z"],
+    ...                        fn=lambda x, recs: [recs[:, None].astype(float)])
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error")  # 8 / (8 + 25): no warning
+    ...     lam = warn_if_uninformative(model, spec)
+    >>> bool(0.2 < lam[0] < 0.3)
+    True
+    """
+    rng = np.random.default_rng(20261125) if rng is None else rng
+    point = model.initial_point() if point is None else point
+    args = [np.asarray(point[v.name]) for v in model.value_vars]
+    return missing_information_fraction(spec, args, release_noise_variances(model, spec), rng)

@@ -18,6 +18,7 @@ missing-information warning and the noise variances.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 
@@ -40,6 +41,7 @@ from pymc_dp.step_methods.soma import (
     noise_variance,
     release_noise_variances,
     soma_sweep,
+    warn_if_uninformative,
 )
 from pymc_dp.testing import FALSE_ALARM, chisquare_gof, mcse_check
 
@@ -301,6 +303,11 @@ def test_missing_information_fraction_and_warning():
         assert bool(msgs) is warn, (eps, lam, msgs)
         if warn:
             assert f"{lam[0]:.4f}" in msgs[0]
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            lam2 = warn_if_uninformative(model, spec)
+        assert abs(lam2[0] - exact) <= 0.05 * exact
+        assert any("missing information" in str(r.message) for r in rec) is warn
 
 
 @pytest.mark.parametrize(
@@ -317,3 +324,41 @@ def test_noise_variance(mech):
     assert abs(noise_variance(mech) - v) <= 6 * se
     # negative control: a 5% larger variance is outside the band
     assert abs(1.05 * noise_variance(mech) - v) > 6 * se
+
+
+# --------------------------------------------------------------------------- through pm.sample
+def _soma_wired() -> bool:
+    return "method" in inspect.signature(DataAugmentation.__init__).parameters
+
+
+@pytest.mark.skipif(not _soma_wired(), reason="DataAugmentation has no method= option yet")
+def test_pm_sample_method_soma_exact_posterior():
+    """``DataAugmentation(method="soma")`` with ConjugateGibbs in pm.sample (2 chains x 3,000
+    draws): the exact Beta-Bernoulli posterior of the test above (means of p and s within 4.89
+    MCSE); controls: noise-ignoring posterior and prior rejected. ``method="soma"`` refuses
+    non-exchangeable records at construction."""
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=N_B)
+        Release("z", x.sum(), Laplace(epsilon=EPS_B, sensitivity=1.0), observed=Z_B)
+        step = [DataAugmentation([x], method="soma"), ConjugateGibbs([p])]
+        idata = pm.sample(
+            3000, tune=300, chains=2, cores=1, step=step, random_seed=SEED,
+            progressbar=False, compute_convergence_checks=False,
+        )  # fmt: skip
+    s = np.arange(N_B + 1)
+    w = np.exp(-np.abs(Z_B - s) * EPS_B)
+    w /= w.sum()
+    p_draws = idata.posterior["p"].values
+    s_draws = idata.posterior["x"].values.sum(-1)
+    assert mcse_check(p_draws, float(np.sum(w * (1 + s) / (N_B + 2)))).passed
+    assert mcse_check(s_draws, float(np.sum(w * s))).passed
+    assert not mcse_check(p_draws, (1 + Z_B) / (N_B + 2)).passed
+    assert not mcse_check(p_draws, 0.5).passed
+    acc_min = float(idata.sample_stats["da_accept_min"].min())
+    assert acc_min >= math.exp(-EPS_B) * (1 - 1e-12)
+    with pm.Model():
+        x = pm.Normal("x", mu=np.linspace(-1.0, 1.0, 8), sigma=1.0)
+        Release("z", x.sum(), Laplace(scale=1.0), observed=0.5)
+        with pytest.raises(ValueError, match="method='soma'"):
+            DataAugmentation([x], method="soma")
