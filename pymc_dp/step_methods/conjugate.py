@@ -42,7 +42,8 @@ with the current ``v``, ``v`` an InverseGamma update whose children are ``mu`` a
 
 Derivations are in :mod:`pymc_dp.kernels.conjugate`. The parameter may be a scalar or an array
 (for a Dirichlet, a stack of simplices along the last axis); in a child it must enter as the
-conjugate parameter *itself*, possibly broadcast (``ExpandDims``) and possibly indexed along its
+conjugate parameter *itself* (an Exponential's rate as ``scale = 1 / lam``, a variance as
+``sigma = c * sqrt(v)``), possibly broadcast (``ExpandDims``) and possibly indexed along its
 leading axis by an integer vector that does not depend on it (``theta[y]``: per-class parameters
 selected by a class variable, as in naive Bayes). Hyperparameters and the children's other
 parameters (Binomial ``n``, Normal ``sigma``) may be constants or any expression of *other*

@@ -207,7 +207,20 @@ def _degree(expr, theta, blockers, accesses) -> Fraction:
 
 
 def sqrt_access(sigma, theta, blockers):
-    """``sigma = c * sqrt(theta)`` (module docstring): return (the access of theta, [])."""
+    """``sigma = c * sqrt(theta)`` (module docstring): return (the access of theta, []).
+
+    Raises NotConjugateError for any other form.
+
+    Examples
+    --------
+    >>> v = pt.dscalar("v")
+    >>> sqrt_access(3.0 * pt.sqrt(v / 2.0), v, [])[0] is v
+    True
+    >>> sqrt_access(pt.exp(v), v, [])
+    Traceback (most recent call last):
+    ...
+    pymc_dp.step_methods.conjugate_pairs.NotConjugateError: v enters through exp, not as c * sqrt(v)
+    """
     accesses: set = set()
     deg = _degree(sigma, theta, blockers, accesses)
     if deg != Fraction(1, 2):
@@ -294,7 +307,13 @@ class Cells:
     base_shape: tuple
 
     def total(self, values) -> np.ndarray:
-        """Per-cell sums of ``values`` (any shape broadcasting from ``eshape``)."""
+        """Per-cell sums of ``values`` (any shape broadcasting from ``eshape``).
+
+        Examples
+        --------
+        >>> Cells((1, 3), (3,)).total(np.ones((4, 3))).tolist()
+        [4.0, 4.0, 4.0]
+        """
         if int(np.prod(self.eshape)) == 1:  # one parameter cell: a plain (integer-exact) sum
             return np.full(self.base_shape, float(np.sum(values)))
         v = np.asarray(values, dtype=np.float64)
@@ -645,7 +664,16 @@ def _link_of(family, i):
 
 
 def pair_for(op_type, block: bool = False) -> ConjugatePair | None:
-    """The row of :data:`PAIRS` for a prior of op type ``op_type`` (a block row if ``block``)."""
+    """The row of :data:`PAIRS` for a prior of op type ``op_type`` (a block row if ``block``).
+
+    Examples
+    --------
+    >>> from pytensor.tensor.random.basic import InvGammaRV, NormalRV
+    >>> pair_for(InvGammaRV).family, pair_for(InvGammaRV, block=True).family
+    ('invgamma', 'normal_invgamma')
+    >>> pair_for(NormalRV).link(NormalRV).slot  # a Normal mean enters its children's mean
+    0
+    """
     for pair in PAIRS:
         if pair.prior is op_type and (pair.partner is not None) == block:
             return pair
