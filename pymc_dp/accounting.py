@@ -314,7 +314,9 @@ def _as_nonnegative(name: str, value, *, allow_inf: bool = False) -> float:
 
 # ---- Laplace and zCDP closed forms -----------------------------------------------------------
 def laplace_epsilon(scale, sensitivity=1.0) -> float:
-    """ε of the Laplace mechanism: ``ε = Δ / b`` (exact; pure DP).
+    """ε of the Laplace mechanism: ``ε = Δ / b`` (exact, rounded up; pure DP).
+
+    ``ValueError`` when ``Δ / b`` lies beyond the double range (overflows or underflows).
 
     Parameters
     ----------
@@ -330,11 +332,19 @@ def laplace_epsilon(scale, sensitivity=1.0) -> float:
     """
     b = as_positive_finite("scale", scale)
     d = as_positive_finite("sensitivity", sensitivity)
+    e = d / b
+    if not (math.isfinite(e) and e > 0.0):
+        raise ValueError(
+            f"epsilon = sensitivity / scale is out of range for scale={scale!r}, "
+            f"sensitivity={sensitivity!r}"
+        )
     return linear_epsilon(1 / Fraction(b), Fraction(d))
 
 
 def gaussian_rho(sigma, sensitivity=1.0) -> float:
     """zCDP ρ of the Gaussian mechanism: ``ρ = Δ² / (2σ²)`` (Bun & Steinke 2016, Prop. 1.6).
+
+    Exact, rounded up; ``ValueError`` when it lies beyond the double range.
 
     Examples
     --------

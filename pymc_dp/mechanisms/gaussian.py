@@ -38,6 +38,7 @@ from pymc_dp.accounting import (
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
     gaussian_delta_for_distance,
+    gaussian_rho,
     gaussian_sigma_from_rho,
     quadratic_rho,
 )
@@ -143,17 +144,14 @@ class Gaussian(Mechanism):
                 f"Gaussian: sigma must lie in [1e-300, 1e300], got sigma={self.sigma!r} from "
                 f"{which}={sigma if which == 'sigma' else rho if which == 'rho' else pair!r}"
             )
-        r = self.sensitivity / self.sigma
-        rho_ = 0.5 * r * r
-        if not (
-            math.isfinite(self.sigma) and self.sigma > 0.0 and math.isfinite(rho_) and rho_ > 0.0
-        ):
+        try:  # accounting (rounded up): rho must be a finite positive double
+            self._rho = gaussian_rho(self.sigma, self.sensitivity)
+        except ValueError:
             raise ValueError(
                 f"Gaussian parameters out of range: sigma={self.sigma!r} (from {which}), "
-                f"sensitivity={self.sensitivity!r} give rho={rho_!r}, which must be a finite "
-                "positive double"
-            )
-        self._rho = quadratic_rho(Fraction(self.sigma) ** 2, Fraction(self.sensitivity))
+                f"sensitivity={self.sensitivity!r} give a rho that is not a finite positive "
+                "double"
+            ) from None
         self._freeze()
 
     def _law_key(self) -> tuple:

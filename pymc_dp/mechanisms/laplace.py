@@ -31,7 +31,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_dp._validation import as_positive_finite, exactly_one
-from pymc_dp.accounting import laplace_scale, linear_epsilon
+from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
 from pymc_dp.kernels.exact_sampling import check_rng, random_words
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
@@ -138,13 +138,13 @@ class Laplace(Mechanism):
                 + ("" if which == "scale" else f" from epsilon={epsilon!r}")
                 + f" and sensitivity={sensitivity!r}"
             )
-        eps = self.sensitivity / self.scale
-        if not (math.isfinite(eps) and eps > 0):
-            # sensitivity / scale overflowed or underflowed
+        try:  # accounting: sensitivity / scale must be a positive double
+            laplace_epsilon(self.scale, self.sensitivity)
+        except ValueError:
             raise ValueError(
                 f"Laplace parameters out of range: scale={self.scale!r}, "
-                f"sensitivity={self.sensitivity!r} give epsilon={eps!r}"
-            )
+                f"sensitivity={self.sensitivity!r} give an epsilon beyond the double range"
+            ) from None
         self._freeze()
 
     def _law_key(self) -> tuple:
