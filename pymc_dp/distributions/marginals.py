@@ -73,6 +73,7 @@ gradient) stays finite.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -87,6 +88,10 @@ from pytensor.graph.op import Op
 
 from pymc_dp.distributions import marginal_normal, marginal_poisson
 from pymc_dp.mechanisms.base import Mechanism
+from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+from pymc_dp.mechanisms.gaussian import Gaussian
+from pymc_dp.mechanisms.geometric import Geometric
+from pymc_dp.mechanisms.laplace import Laplace
 
 __all__ = [
     "MAX_GRID_CELLS",
@@ -291,39 +296,84 @@ def _grid_axis(k, ndim):
     return k.reshape((-1,) + (1,) * ndim)
 
 
+# Per-family details of the base distributions, dispatched on the RandomVariable Op's type
+# (subclasses included). A base without an entry has no extra checks, no finite support, no
+# probability clipping and no tail bounds.
+
+
+@functools.singledispatch
+def _conditions(op, params):
+    """``(conditions, msg)`` on the raw parameters for a base Op (none by default)."""
+    return [], ""
+
+
+def _register_base(detail, *bases):
+    """Register ``detail``'s implementation for the RandomVariable Ops of ``bases``."""
+
+    def decorator(f):
+        for base in bases:
+            detail.register(base.rv_type, f)
+        return f
+
+    return decorator
+
+
+@_register_base(_conditions, pm.Bernoulli)
+def _(op, params):
+    (p,) = params
+    return [p >= 0, p <= 1], "0 <= p <= 1"
+
+
+@_register_base(_conditions, pm.Binomial)
+def _(op, params):
+    n, p = params
+    return [n >= 0, p >= 0, p <= 1], "n >= 0, 0 <= p <= 1"
+
+
+@_register_base(_conditions, pm.Categorical)
+def _(op, params):
+    (p,) = params
+    return [p >= 0, p <= 1, pt.isclose(pt.sum(p, axis=-1), 1)], "0 <= p <= 1, sum(p) = 1"
+
+
+@_register_base(_conditions, pm.DiscreteUniform)
+def _(op, params):
+    lower, upper = params
+    return [lower <= upper], "lower <= upper"
+
+
+@_register_base(_conditions, pm.BetaBinomial)
+def _(op, params):
+    n, alpha, beta = params
+    return [n >= 0, alpha > 0, beta > 0], "n >= 0, alpha > 0, beta > 0"
+
+
+@_register_base(_conditions, pm.Poisson)
+def _(op, params):
+    (mu,) = params
+    return [mu >= 0, pt.isfinite(mu)], "mu >= 0, finite"
+
+
+@_register_base(_conditions, pm.NegativeBinomial)
+def _(op, params):
+    n, p = params
+    return [n > 0, p >= 0, p <= 1], "0 <= p <= 1, n > 0"
+
+
+@_register_base(_conditions, pm.Normal)
+def _(op, params):
+    _, sigma = params
+    return [sigma > 0], "sigma > 0"
+
+
 def _parameter_conditions(base_rv):
     """``(conditions, msg)``: the base distribution's own checks on its raw parameters.
 
     The same conditions as the base's PyMC logp (plus a finite Poisson rate, where the closed
     form would be NaN), evaluated on the parameters as given, before any clipping below.
     """
-    name = type(base_rv.owner.op).__name__
     params = [pt.as_tensor_variable(q) for q in _params(base_rv)]
-    if name == "BernoulliRV":
-        (p,) = params
-        return [p >= 0, p <= 1], "0 <= p <= 1"
-    if name == "BinomialRV":
-        n, p = params
-        return [n >= 0, p >= 0, p <= 1], "n >= 0, 0 <= p <= 1"
-    if name == "CategoricalRV":
-        (p,) = params
-        return [p >= 0, p <= 1, pt.isclose(pt.sum(p, axis=-1), 1)], "0 <= p <= 1, sum(p) = 1"
-    if name == "DiscreteUniformRV":
-        lower, upper = params
-        return [lower <= upper], "lower <= upper"
-    if name == "BetaBinomialRV":
-        n, alpha, beta = params
-        return [n >= 0, alpha > 0, beta > 0], "n >= 0, alpha > 0, beta > 0"
-    if name == "PoissonRV":
-        (mu,) = params
-        return [mu >= 0, pt.isfinite(mu)], "mu >= 0, finite"
-    if name == "NegBinomialRV":
-        n, p = params
-        return [n > 0, p >= 0, p <= 1], "0 <= p <= 1, n > 0"
-    if name == "NormalRV":
-        _, sigma = params
-        return [sigma > 0], "sigma > 0"
-    return [], ""
+    return _conditions(base_rv.owner.op, params)
 
 
 def _check_base_parameters(logp, base_rv):
@@ -422,20 +472,64 @@ def dirac_noise(value, base_rv, mechanism):
 # finite supports
 
 
+@functools.singledispatch
+def _support(op, params):
+    """``(lo, hi)`` int64 scalars bounding the support of a bounded discrete base Op."""
+    raise NotImplementedError(f"no finite support known for {type(op).__name__}")
+
+
+def _int64(x):
+    return pt.as_tensor_variable(x).astype("int64")
+
+
+@_register_base(_support, pm.Bernoulli)
+def _(op, params):
+    return pt.constant(0, dtype="int64"), pt.constant(1, dtype="int64")
+
+
+@_register_base(_support, pm.Binomial, pm.BetaBinomial)
+def _(op, params):
+    return pt.constant(0, dtype="int64"), _int64(pt.max(params[0]))
+
+
+@_register_base(_support, pm.Categorical)
+def _(op, params):
+    return pt.constant(0, dtype="int64"), _int64(params[0].shape[-1] - 1)
+
+
+@_register_base(_support, pm.DiscreteUniform)
+def _(op, params):
+    return _int64(pt.min(params[0])), _int64(pt.max(params[1]))
+
+
 def _finite_support(base_rv):
     """``(lo, hi)`` scalars bounding the support of a bounded discrete base."""
-    op = base_rv.owner.op
-    params = _params(base_rv)
-    name = type(op).__name__
-    if name == "BernoulliRV":
-        return pt.constant(0, dtype="int64"), pt.constant(1, dtype="int64")
-    if name in ("BinomialRV", "BetaBinomialRV"):
-        return pt.constant(0, dtype="int64"), pt.max(params[0]).astype("int64")
-    if name == "CategoricalRV":
-        return pt.constant(0, dtype="int64"), (params[0].shape[-1] - 1).astype("int64")
-    if name == "DiscreteUniformRV":
-        return pt.min(params[0]).astype("int64"), pt.max(params[1]).astype("int64")
-    raise NotImplementedError(name)
+    return _support(base_rv.owner.op, _params(base_rv))
+
+
+_P_LO = np.float64(1e-300)
+_P_HI = np.float64(1.0 - 2.0**-53)
+
+
+@functools.singledispatch
+def _clipped(op, params):
+    """The base rebuilt with its probabilities clipped into (0, 1), or None (no clipping)."""
+    return None
+
+
+@_register_base(_clipped, pm.Bernoulli)
+def _(op, params):
+    return pm.Bernoulli.dist(p=pt.clip(params[0], _P_LO, _P_HI))
+
+
+@_register_base(_clipped, pm.Binomial)
+def _(op, params):
+    return pm.Binomial.dist(n=params[0], p=pt.clip(params[1], _P_LO, _P_HI))
+
+
+@_register_base(_clipped, pm.Categorical)
+def _(op, params):
+    return pm.Categorical.dist(p=pt.clip(params[0], _P_LO, np.float64(1.0)))
 
 
 def _clip_probabilities(base_rv):
@@ -447,17 +541,8 @@ def _clip_probabilities(base_rv):
     ``[1e-300, 1 - 2**-53]`` changes the marginal by a relative ``e^-36`` at most and keeps
     the gradient finite (it is 0 where the clip is active).
     """
-    name = type(base_rv.owner.op).__name__
-    if name not in ("BernoulliRV", "BinomialRV", "CategoricalRV"):
-        return base_rv
-    params = list(_params(base_rv))
-    lo, hi = np.float64(1e-300), np.float64(1.0 - 2.0**-53)
-    if name == "CategoricalRV":
-        return pm.Categorical.dist(p=pt.clip(params[0], lo, np.float64(1.0)))
-    params[-1] = pt.clip(params[-1], lo, hi)
-    if name == "BernoulliRV":
-        return pm.Bernoulli.dist(p=params[0])
-    return pm.Binomial.dist(n=params[0], p=params[1])
+    clipped = _clipped(base_rv.owner.op, list(_params(base_rv)))
+    return base_rv if clipped is None else clipped
 
 
 def finite_support_marginal(value, base_rv, mechanism):
@@ -497,17 +582,8 @@ def _noise_relative_to(mechanism, t, delta):
     """
     t = pt.as_tensor_variable(t).astype("float64")
     d = pt.as_tensor_variable(delta).astype("float64")
-    fam = mechanism.family
-    if fam in ("laplace", "geometric"):
-        a = np.float64(1.0 / mechanism.scale if fam == "laplace" else -mechanism.log_alpha)
-        half = np.float64(0.5)
-        den = half * pt.abs(t + d) + half * pt.abs(t)  # halves: no overflow at 1.8e308
-        ratio = (t + half * d) / pt.switch(pt.gt(den, 0), den, np.float64(1.0))  # in [-1, 1]
-        rel = -(a * d) * ratio
-    elif fam in ("gaussian", "discrete_gaussian"):
-        s = np.float64(mechanism.sigma)
-        rel = -(d / s) * ((t + np.float64(0.5) * d) / s)
-    else:
+    rel = _log_ratio(mechanism, t, d)
+    if rel is None:
         return pt.zeros_like(t), mechanism.logpdf_pt(t + d)
     lp_ref = mechanism.logpdf_pt(t)
     # -inf is right (that term underflows); an intermediate overflow (+inf, inf * 0) is not:
@@ -523,20 +599,74 @@ def _noise_relative_to(mechanism, t, delta):
 # truncated sums
 
 
+# Per-family details of the noise laws, dispatched on the mechanism's type (subclasses
+# included): the exact log-density ratio used by the finite sums, and the distance at which
+# the density has fallen by a given number of nats (the truncated sums' windows).
+
+
+@functools.singledispatch
+def _log_ratio(mechanism, t, d):
+    """``log eta(t + d) - log eta(t)`` without cancellation, or None (no closed form)."""
+    return None
+
+
+@_log_ratio.register(Laplace)
+@_log_ratio.register(Geometric)
+def _(mechanism, t, d):
+    # -a d (t + d/2) / ((|t + d| + |t|)/2), a the decay rate of eta(t) ~ exp(-a |t|)
+    a = np.float64(_decay_rate(mechanism))
+    half = np.float64(0.5)
+    den = half * pt.abs(t + d) + half * pt.abs(t)  # halves: no overflow at 1.8e308
+    ratio = (t + half * d) / pt.switch(pt.gt(den, 0), den, np.float64(1.0))  # in [-1, 1]
+    return -(a * d) * ratio
+
+
+@_log_ratio.register(Gaussian)
+@_log_ratio.register(DiscreteGaussian)
+def _(mechanism, t, d):
+    s = np.float64(mechanism.sigma)
+    return -(d / s) * ((t + np.float64(0.5) * d) / s)
+
+
+@functools.singledispatch
+def _tail_distance(mechanism, nats: float) -> float:
+    """Distance beyond which the noise density is below ``eta(0) e^{-nats}``."""
+    raise NotImplementedError(f"no truncation window is known for {type(mechanism).__name__} noise")
+
+
+@_tail_distance.register(Laplace)
+@_tail_distance.register(Geometric)
+def _(mechanism, nats: float) -> float:
+    return nats / _decay_rate(mechanism)
+
+
+@_tail_distance.register(Gaussian)
+@_tail_distance.register(DiscreteGaussian)
+def _(mechanism, nats: float) -> float:
+    return math.sqrt(2.0 * nats) * mechanism.sigma
+
+
+@functools.singledispatch
+def _decay_rate(mechanism) -> float:
+    """``a`` with ``eta(t) ~ exp(-a |t|)`` for the two-sided exponential laws."""
+    raise NotImplementedError(type(mechanism).__name__)
+
+
+@_decay_rate.register(Laplace)
+def _(mechanism) -> float:
+    return 1.0 / mechanism.scale
+
+
+@_decay_rate.register(Geometric)
+def _(mechanism) -> float:
+    return -mechanism.log_alpha
+
+
 def _window_halfwidth(mechanism, nats: float | None = None) -> int:
     """Distance beyond which the noise density is below ``eta(0) e^{-nats}`` (default
     ``TAIL_NATS``), rounded up, plus one."""
     nats = TAIL_NATS if nats is None else nats
-    fam = mechanism.family
-    if fam == "geometric":
-        w = nats / (-mechanism.log_alpha)
-    elif fam == "laplace":
-        w = nats * mechanism.scale
-    elif fam in ("discrete_gaussian", "gaussian"):
-        w = math.sqrt(2.0 * nats) * mechanism.sigma
-    else:  # pragma: no cover - guarded by the registry
-        raise NotImplementedError(fam)
-    return math.ceil(w) + 1
+    return math.ceil(_tail_distance(mechanism, nats)) + 1
 
 
 def _count_tails(base_rv):
@@ -549,57 +679,66 @@ def _count_tails(base_rv):
     bound ``P(Y > k) <= p(k + 1) / (1 - rho)`` with ``rho`` an upper bound on the ratios
     ``p(j + 1) / p(j)`` for ``j > k`` (and the mirror image below), which stays in log space.
     """
-    name = type(base_rv.owner.op).__name__
-    params = _params(base_rv)
-    tiny = np.float64(1e-300)
-    one = np.float64(1.0)
-
     base64 = _float64_base(base_rv)
 
     def lpmf(k):
         return pm.logp(base64, pt.maximum(k, 0.0).astype("int64"), warn_rvs=False)
 
-    if name == "PoissonRV":
-        (mu,) = params
-        mu = pt.as_tensor_variable(mu).astype("float64")
+    params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
+    return _tails(base_rv.owner.op, params, lpmf)
 
-        def below(k):  # P(Y <= k - 1) = Q(k, mu), k >= 1; ratios p(j-1)/p(j) = j/mu
-            inc = pt.log(pt.maximum(pt.gammaincc(pt.maximum(k, 1.0), mu), tiny))
-            rho = (k - 1.0) / mu
-            geo = lpmf(k - 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
-            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
 
-        def above(k):  # P(Y > k) = P(k + 1, mu); ratios p(j+1)/p(j) = mu/(j+1) <= mu/(k+2)
-            inc = pt.log(pt.maximum(pt.gammainc(k + 1.0, mu), tiny))
-            rho = mu / (k + 2.0)
-            geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
-            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
+_TINY = np.float64(1e-300)
+_ONE = np.float64(1.0)
 
-        # Poisson tails are sub-gamma: P(|Y - mu| > sqrt(2 T mu) + T) <= 2 e^{-T}
-        width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * mu) + np.float64(TAIL_NATS)
-        return mu, width, below, above
-    if name == "NegBinomialRV":
-        n, p = params
-        n = pt.as_tensor_variable(n).astype("float64")
-        p = pt.as_tensor_variable(p).astype("float64")
 
-        def below(k):  # P(Y <= k - 1) = I_p(n, k)
-            return pt.log(pt.maximum(pt.betainc(n, pt.maximum(k, 1.0), p), tiny))
+def _geometric_bound(inc, lpmf_next, rho):
+    """``min(inc, lpmf_next - log(1 - rho))`` where ``rho < 1/2``, else ``inc``."""
+    geo = lpmf_next - pt.log1p(-pt.minimum(rho, 0.5))
+    return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
 
-        def above(k):  # P(Y > k) = I_{1-p}(k + 1, n); p(j+1)/p(j) = (j + n)/(j + 1) (1 - p)
-            inc = pt.log(pt.maximum(pt.betainc(k + 1.0, n, one - p), tiny))
-            rho = (one - p) * pt.maximum((k + 1.0 + n) / (k + 2.0), one)
-            geo = lpmf(k + 1.0) - pt.log1p(-pt.minimum(rho, 0.5))
-            return pt.switch(rho < 0.5, pt.minimum(inc, geo), inc)
 
-        # a Gaussian part plus the geometric tail of ratio (1 - p): a heuristic width (the
-        # bound check certifies the window actually used)
-        var = n * (one - p) / (p * p)
-        width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * var) + np.float64(TAIL_NATS) / (
-            -pt.log1p(-pt.clip(p, np.float64(1e-300), np.float64(1.0)))
-        )
-        return n * (one - p) / p, width, below, above
-    raise NotImplementedError(f"no tail bounds for {name}")
+@functools.singledispatch
+def _tails(op, params, lpmf):
+    raise NotImplementedError(f"no tail bounds for {type(op).__name__}")
+
+
+@_register_base(_tails, pm.Poisson)
+def _(op, params, lpmf):
+    (mu,) = params
+
+    def below(k):  # P(Y <= k - 1) = Q(k, mu), k >= 1; ratios p(j-1)/p(j) = j/mu
+        inc = pt.log(pt.maximum(pt.gammaincc(pt.maximum(k, 1.0), mu), _TINY))
+        return _geometric_bound(inc, lpmf(k - 1.0), (k - 1.0) / mu)
+
+    def above(k):  # P(Y > k) = P(k + 1, mu); ratios p(j+1)/p(j) = mu/(j+1) <= mu/(k+2)
+        inc = pt.log(pt.maximum(pt.gammainc(k + 1.0, mu), _TINY))
+        return _geometric_bound(inc, lpmf(k + 1.0), mu / (k + 2.0))
+
+    # Poisson tails are sub-gamma: P(|Y - mu| > sqrt(2 T mu) + T) <= 2 e^{-T}
+    width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * mu) + np.float64(TAIL_NATS)
+    return mu, width, below, above
+
+
+@_register_base(_tails, pm.NegativeBinomial)
+def _(op, params, lpmf):
+    n, p = params
+
+    def below(k):  # P(Y <= k - 1) = I_p(n, k)
+        return pt.log(pt.maximum(pt.betainc(n, pt.maximum(k, 1.0), p), _TINY))
+
+    def above(k):  # P(Y > k) = I_{1-p}(k + 1, n); p(j+1)/p(j) = (j + n)/(j + 1) (1 - p)
+        inc = pt.log(pt.maximum(pt.betainc(k + 1.0, n, _ONE - p), _TINY))
+        rho = (_ONE - p) * pt.maximum((k + 1.0 + n) / (k + 2.0), _ONE)
+        return _geometric_bound(inc, lpmf(k + 1.0), rho)
+
+    # a Gaussian part plus the geometric tail of ratio (1 - p): a heuristic width (the
+    # bound check certifies the window actually used)
+    var = n * (_ONE - p) / (p * p)
+    width = pt.sqrt(np.float64(2.0 * TAIL_NATS) * var) + np.float64(TAIL_NATS) / (
+        -pt.log1p(-pt.clip(p, _TINY, _ONE))
+    )
+    return n * (_ONE - p) / p, width, below, above
 
 
 #: the base window is used for records within this many nats of noise of the base's mean
