@@ -738,9 +738,10 @@ def da_step(state, t_prop, u, noise, extra=None, inplace=False):
     >>> round(info.mean_prob, 5), state.t_cur.ravel().tolist()
     (0.72887, [0.0, 1.0, 1.0])
     """
-    t_cur, const, stat = state
+    t_cur, const, stat_in = state
     if not inplace:
-        t_cur, stat = t_cur.copy(), stat.copy()
+        t_cur = t_cur.copy()
+    stat = np.empty_like(const)  # re-summed from t_cur; state.stat is kept until the end
     t_prop = np.ascontiguousarray(np.asarray(t_prop, dtype=np.float64).reshape(t_cur.shape))
     extra = np.zeros(0) if extra is None else np.ascontiguousarray(extra, dtype=np.float64)
     n = t_cur.shape[0]
@@ -758,4 +759,7 @@ def da_step(state, t_prop, u, noise, extra=None, inplace=False):
         stat, (z, params), (t_prop, t_cur, extra), (idx, count, u, rejected), noise.logpdf, shared
     )
     info = DAInfo(int(n_acc), float(mn), float(mean), rejected[:n_rej].copy(), int(count))
+    if inplace:
+        stat_in[:] = stat
+        stat = stat_in
     return DAState(t_cur, const, stat), info
