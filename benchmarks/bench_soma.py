@@ -16,7 +16,7 @@ over the draws after a burn-in of 10%; the table gives the minimum over componen
 of ESS per second, and the mean acceptance rate of the record step.
 
 Run: ``.venv/bin/python benchmarks/bench_soma.py [--quick] [--iters N] [--eps 0.1 1 10]``
-(``--quick``: 3,000 iterations per run; default 10,000.)
+(``--quick``: 5,000 iterations per run; default 10,000.)
 """
 
 from __future__ import annotations
@@ -96,11 +96,11 @@ def run(model, method, iters, seed):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="3,000 iterations per run")
+    ap.add_argument("--quick", action="store_true", help="5,000 iterations per run")
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 1.0, 10.0])
     args = ap.parse_args()
-    iters = args.iters or (3_000 if args.quick else 10_000)
+    iters = args.iters or (5_000 if args.quick else 10_000)
     if not wired():
         raise SystemExit("DataAugmentation has no method= option yet: SOMA is not wired")
     print(f"load average {os.getloadavg()}, {iters} iterations per run, burn-in 10%")
