@@ -105,6 +105,27 @@ sweep), ``da_accept_mean`` (mean over records of the acceptance probability ``mi
 ``exp(-epsilon)``, epsilon summed over the releases of the block). The first and last are shown on
 PyMC's progress bar ("DA acc", "DA min").
 
+Layout
+------
+This module is the PyMC adapter only (construction, ``setup_chain``, ``step``, competence,
+progress bar, sampling state). The work is in small modules of this package, in data-flow order:
+
+* :mod:`~pymc_dp.step_methods.da_blocks`: record blocks (``partition``) and one frozen
+  ``BlockGraph`` per block (releases, observed children, per-record terms, forward graph);
+* :mod:`~pymc_dp.step_methods.da_proposals`: the direct and compiled proposers;
+* :mod:`~pymc_dp.step_methods.da_checks`: the numerical checks and the refusal messages;
+* :mod:`~pymc_dp.step_methods.da_additive`: ``t``, its checks and the additive block sweep
+  ``additive_sweep(spec, scratch, args, rng) -> SweepResult``;
+* :mod:`~pymc_dp.step_methods.da_generic`: the O(n^2) scan and its sweep (same contract);
+* :mod:`~pymc_dp.step_methods.da_spec`: the frozen ``BlockSpec`` of a block, its mutable
+  ``BlockScratch`` (buffers, cached contributions) and ``build_spec``;
+* :mod:`~pymc_dp.step_methods.claims`: which variables the step claims.
+
+``method="soma"`` sweeps additive blocks with :func:`pymc_dp.step_methods.soma.soma_sweep`
+(same contract). ``step.sampling_state`` (:class:`DataAugmentationState`) holds the step's
+generator and those of its compiled functions, so a chain restored from it continues with the
+same draws.
+
 Examples
 --------
 >>> import numpy as np
