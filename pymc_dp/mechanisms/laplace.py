@@ -32,7 +32,7 @@ import pytensor.tensor as pt
 
 from pymc_dp._validation import as_positive_finite, exactly_one
 from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
-from pymc_dp.kernels.exact_sampling import check_rng, random_words
+from pymc_dp.kernels import exact_sampling as _es
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
@@ -49,7 +49,7 @@ def _secure_laplace(b: float, size) -> np.ndarray:
     ``exp(-36.7) ≈ 1e-16`` is below double resolution of any CDF.
     """
     size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-    w = random_words(math.prod(size)).view(np.uint64)
+    w = _es.random_words(math.prod(size)).view(np.uint64)
     u = ((w >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_M53
     sign = np.where((w & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
     return (sign * (b * -np.log(u))).reshape(size)
@@ -169,7 +169,7 @@ class Laplace(Mechanism):
         """
         if rng is None:
             return _secure_laplace(self.scale, size)
-        check_rng(rng)
+        _es.check_rng(rng)
         return rng.laplace(0.0, self.scale, size=size)
 
     def logpdf(self, x) -> np.ndarray:

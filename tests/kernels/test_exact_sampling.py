@@ -55,7 +55,7 @@ def test_best_rational_keeps_exact_values_and_refuses_impossible():
 @pytest.mark.parametrize("sigma", [1e-3, 0.05, 0.1, 0.5, 1.0, 2.0, 3.7, 13.7, 1e3, 1e6, 1e7])
 def test_gaussian_rational_rounds_up_and_fits_int64(sigma):
     s2 = Fraction(sigma) ** 2
-    t, m, d, ymax = es.gaussian_rational(s2)
+    t, m, d, ymax = dg.gaussian_rational(s2)
     got = Fraction(t * m, d)
     assert got >= s2  # more noise, never less
     assert float(got / s2 - 1) <= 2e-8
@@ -67,7 +67,7 @@ def test_gaussian_rational_rounds_up_and_fits_int64(sigma):
 
 def test_gaussian_rational_exact_for_short_binary_values():
     for s in (0.5, 2.0, 3.0, 1.25):
-        t, m, d, _ = es.gaussian_rational(Fraction(s) ** 2)
+        t, m, d, _ = dg.gaussian_rational(Fraction(s) ** 2)
         assert Fraction(t * m, d) == Fraction(s) ** 2
 
 
@@ -92,7 +92,7 @@ def test_bernoulli_exp_law(num, den, rng):
 
 @pytest.mark.parametrize(("s", "t"), [(1, 1), (1, 3), (3, 1), (7, 2), (1, 20)])
 def test_discrete_laplace_gof_with_negative_control(s, t, rng):
-    y = es.sample_discrete_laplace(s, t, 200_000, rng=rng)
+    y = dl.sample_discrete_laplace(s, t, 200_000, rng=rng)
     assert y.dtype == np.int64
     rate = s / t
     assert_gof(chisquare_gof(y, lambda k: dl.logpmf(k, -rate)), what=f"DLap s={s} t={t}")
@@ -103,7 +103,7 @@ def test_discrete_laplace_gof_with_negative_control(s, t, rng):
 def test_discrete_laplace_extreme_scales(s, t, rng):
     """Tail probabilities P(|Y| >= k) = 2 alpha^k / (1 + alpha) at its quartiles."""
     n = 100_000
-    y = es.sample_discrete_laplace(s, t, n, rng=rng)
+    y = dl.sample_discrete_laplace(s, t, n, rng=rng)
     a = s / t
     alpha = math.exp(-a)
     if a > 40:  # alpha underflows: the noise is 0 except with probability < 1e-17
@@ -122,19 +122,19 @@ def test_discrete_laplace_extreme_scales(s, t, rng):
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 2.0, 13.7])
 def test_discrete_gaussian_gof_with_negative_control(sigma, rng):
-    params = es.gaussian_rational(Fraction(sigma) ** 2)
+    params = dg.gaussian_rational(Fraction(sigma) ** 2)
     s_eff = math.sqrt(params[0] * params[1] / params[2])
-    y = es.sample_discrete_gaussian(*params, 200_000, rng=rng)
+    y = dg.sample_discrete_gaussian(*params, 200_000, rng=rng)
     assert_gof(chisquare_gof(y, lambda k: dg.logpmf(k, s_eff)), what=f"DG sigma={sigma}")
     assert_rejects(chisquare_gof(y, lambda k: dg.logpmf(k, 1.05 * s_eff)))
 
 
 def test_discrete_gaussian_large_sigma_quantiles(rng):
     sigma = 1e5
-    params = es.gaussian_rational(Fraction(sigma) ** 2)
+    params = dg.gaussian_rational(Fraction(sigma) ** 2)
     s_eff = math.sqrt(params[0] * params[1] / params[2])
     n = 100_000
-    y = es.sample_discrete_gaussian(*params, n, rng=rng)
+    y = dg.sample_discrete_gaussian(*params, n, rng=rng)
     for k in (0, 50_000, 150_000):
         kk = np.arange(-k, k + 1, dtype=np.float64)
         p_in = math.fsum(np.exp(dg.logpmf(kk, s_eff)).tolist())  # P(|Y| <= k), exact sum
@@ -151,23 +151,23 @@ def test_discrete_gaussian_large_sigma_quantiles(rng):
 
 def test_chunk_boundaries_do_not_change_the_draws(monkeypatch):
     """A draw interrupted by the end of a buffer is re-run on the same words plus new ones."""
-    ref_l = es.sample_discrete_laplace(1, 3, 3000, rng=np.random.default_rng(5))
-    ref_g = es.sample_discrete_gaussian(
-        *es.gaussian_rational(Fraction(7, 2)), 3000, rng=np.random.default_rng(6)
+    ref_l = dl.sample_discrete_laplace(1, 3, 3000, rng=np.random.default_rng(5))
+    ref_g = dg.sample_discrete_gaussian(
+        *dg.gaussian_rational(Fraction(7, 2)), 3000, rng=np.random.default_rng(6)
     )
     monkeypatch.setattr(es, "_MAX_CHUNK", 5)
-    small_l = es.sample_discrete_laplace(1, 3, 3000, rng=np.random.default_rng(5))
-    small_g = es.sample_discrete_gaussian(
-        *es.gaussian_rational(Fraction(7, 2)), 3000, rng=np.random.default_rng(6)
+    small_l = dl.sample_discrete_laplace(1, 3, 3000, rng=np.random.default_rng(5))
+    small_g = dg.sample_discrete_gaussian(
+        *dg.gaussian_rational(Fraction(7, 2)), 3000, rng=np.random.default_rng(6)
     )
     np.testing.assert_array_equal(ref_l, small_l)
     np.testing.assert_array_equal(ref_g, small_g)
 
 
 def test_secure_source_and_shapes():
-    y = es.sample_discrete_laplace(1, 1, (3, 4))
+    y = dl.sample_discrete_laplace(1, 1, (3, 4))
     assert y.shape == (3, 4) and y.dtype == np.int64
-    assert es.sample_discrete_gaussian(*es.gaussian_rational(Fraction(4)), 0).shape == (0,)
+    assert dg.sample_discrete_gaussian(*dg.gaussian_rational(Fraction(4)), 0).shape == (0,)
     w = es.random_words(1000)
     assert w.dtype == np.int64 and np.unique(w).size > 990
     with pytest.raises(TypeError):
@@ -180,18 +180,18 @@ def test_secure_source_and_shapes():
 )
 def test_sampler_ranges_refused(s, t, err):
     with pytest.raises(err):
-        es.sample_discrete_laplace(s, t, 3)
+        dl.sample_discrete_laplace(s, t, 3)
 
 
 def test_million_draws_take_seconds(rng):
-    es.sample_discrete_laplace(1, 1, 10, rng=rng)  # compiled (cached) before timing
-    es.sample_discrete_gaussian(*es.gaussian_rational(Fraction(9)), 10, rng=rng)
+    dl.sample_discrete_laplace(1, 1, 10, rng=rng)  # compiled (cached) before timing
+    dg.sample_discrete_gaussian(*dg.gaussian_rational(Fraction(9)), 10, rng=rng)
     t0 = time.perf_counter()
-    es.sample_discrete_laplace(1, 1, 1_000_000, rng=rng)
+    dl.sample_discrete_laplace(1, 1, 1_000_000, rng=rng)
     t1 = time.perf_counter()
-    es.sample_discrete_gaussian(*es.gaussian_rational(Fraction(9)), 1_000_000, rng=rng)
+    dg.sample_discrete_gaussian(*dg.gaussian_rational(Fraction(9)), 1_000_000, rng=rng)
     t2 = time.perf_counter()
-    es.sample_discrete_laplace(1, 1, 1_000_000)  # os.urandom
+    dl.sample_discrete_laplace(1, 1, 1_000_000)  # os.urandom
     t3 = time.perf_counter()
     # measured ~0.3 s, ~0.5 s, ~0.6 s on the 2-core dev machine; generous bound for shared CI
     assert t1 - t0 < 10 and t2 - t1 < 10 and t3 - t2 < 10
@@ -203,11 +203,59 @@ def test_million_draws_gof_fine_negative_control(which, rng):
     """10^6 draws: the law passes, and a 1% wrong scale is rejected (power at large N)."""
     n = 1_000_000
     if which == "laplace":
-        y = es.sample_discrete_laplace(2, 3, n, rng=rng)
+        y = dl.sample_discrete_laplace(2, 3, n, rng=rng)
         assert_gof(chisquare_gof(y, lambda k: dl.logpmf(k, -2 / 3)))
         assert_rejects(chisquare_gof(y, lambda k: dl.logpmf(k, -2 / 3 / 1.01)))
     else:
-        params = es.gaussian_rational(Fraction(5.5) ** 2)
-        y = es.sample_discrete_gaussian(*params, n, rng=rng)
+        params = dg.gaussian_rational(Fraction(5.5) ** 2)
+        y = dg.sample_discrete_gaussian(*params, n, rng=rng)
         assert_gof(chisquare_gof(y, lambda k: dg.logpmf(k, 5.5)))
         assert_rejects(chisquare_gof(y, lambda k: dg.logpmf(k, 5.5 * 1.01)))
+
+
+def test_one_source_for_every_release_draw(monkeypatch):
+    """Every secure draw (exact samplers and float mechanisms) reads es.random_words: with the
+    source replaced by a counter, each sampler consumes it (negative control: a sampler that
+    bypassed it would leave the count at 0)."""
+    import pymc_dp as pmdp
+
+    calls = []
+    real = es.random_words
+
+    def counting(n, rng=None):
+        calls.append(n)
+        return real(n, rng)
+
+    monkeypatch.setattr(es, "random_words", counting)
+    for m in (pmdp.Laplace(1.0), pmdp.Gaussian(1.0), pmdp.Geometric(epsilon=1.0)):
+        calls.clear()
+        m.release(np.zeros(5))
+        assert sum(calls) >= 5, type(m).__name__
+    calls.clear()
+    pmdp.DiscreteGaussian(2.0).release(np.zeros(5, dtype=np.int64))
+    assert sum(calls) >= 5
+    calls.clear()
+    np.random.default_rng(0).random(5)  # control: other randomness does not touch the source
+    assert calls == []
+
+
+def test_secure_uniform_and_check_rng():
+    u = es.secure_uniform((1000,))
+    assert u.shape == (1000,) and ((u > 0) & (u < 1)).all() and np.unique(u).size == 1000
+    r1 = es.secure_uniform(4, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(r1, es.secure_uniform(4, rng=np.random.default_rng(3)))
+    assert es.secure_uniform(()).shape == ()
+    es.check_rng(None)
+    es.check_rng(np.random.default_rng(0))
+    for bad in (0, np.random.RandomState(0), "seed"):
+        with pytest.raises(TypeError, match="rng"):
+            es.check_rng(bad)
+
+
+def test_moved_samplers_still_importable_from_exact_sampling():
+    assert es.sample_discrete_laplace is dl.sample_discrete_laplace
+    assert es.sample_discrete_gaussian is dg.sample_discrete_gaussian
+    assert es.gaussian_rational is dg.gaussian_rational
+    assert es.MAX_LAPLACE_SCALE == dl.MAX_LAPLACE_SCALE == 2**50
+    with pytest.raises(AttributeError):
+        es.no_such_name

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import pymc_dp as pmdp
 from pymc_dp import accounting
 from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
-from pymc_dp.kernels import exact_sampling as es
+from pymc_dp.kernels import discrete_laplace as dl
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
 from pymc_dp.mechanisms.gaussian import Gaussian
 from pymc_dp.mechanisms.geometric import Geometric
@@ -201,7 +201,7 @@ def test_item7_noise_never_wraps_at_smallest_rate():
         Geometric(epsilon=Geometric.RATE_MIN / 2)
     # the kernel refuses scales where a draw could overflow int64
     with pytest.raises(ValueError, match="t / s"):
-        es.sample_discrete_laplace(1, 2**61, 10, rng=np.random.default_rng(0))
+        dl.sample_discrete_laplace(1, 2**61, 10, rng=np.random.default_rng(0))
 
 
 def test_item7_float_release_range():
