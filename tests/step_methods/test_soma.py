@@ -362,3 +362,36 @@ def test_pm_sample_method_soma_exact_posterior():
         Release("z", x.sum(), Laplace(scale=1.0), observed=0.5)
         with pytest.raises(ValueError, match="method='soma'"):
             DataAugmentation([x], method="soma")
+
+
+def test_declared_sensitivity_checked_in_the_sweep(fixed_model):
+    """An offer moving the count by 1 against a declared sensitivity of 0.5: ValueError naming
+    the release (control: sensitivity 1 passes)."""
+    _, (spec, scratch) = fixed_model
+    common = {"comp_release": np.zeros(1, np.int64), "l2": np.zeros(1, np.bool_)}
+    small = _Override(spec, sens=np.array([0.5]), **common)
+    args = [np.zeros(N_F, np.int64)]
+    with pytest.raises(ValueError, match=r"'z'.*declared sensitivity 0\.5"):
+        for seed in range(20):  # an offer of 1 at some position (P = 1 - 0.7^6 per sweep)
+            soma_sweep(small, scratch, args, np.random.default_rng(seed))
+    ok = _Override(spec, sens=np.array([1.0]), **common)
+    for seed in range(20):
+        soma_sweep(ok, scratch, args, np.random.default_rng(seed))
+
+
+def test_statistic_with_other_variables():
+    """T = sum (x_i - mu) involves the free mu: T is evaluated, not cached; after a sweep the
+    kept contributions are those of the returned records at the current mu."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pm.Normal("x", mu, 1.0, shape=5)
+        Release("z", (x - mu).sum(), Laplace(scale=1.0), observed=0.7)
+    spec, scratch = _block(model, [x])
+    assert spec.free_T
+    check_exchangeable(model, spec)
+    point = model.initial_point()
+    point["mu"] = np.asarray(0.8)
+    rng = np.random.default_rng(SEED)
+    for _ in range(5):
+        (point["x"],), _ = soma_sweep(spec, scratch, _args(model, point), rng)
+        np.testing.assert_allclose(scratch.t_cur[:, 0], point["x"] - 0.8, rtol=1e-12)
