@@ -391,7 +391,7 @@ def _nig_stats(x, extras, cells, what):  # (W, xbar, S, n) per cell, merged by _
     x = np.asarray(x, dtype=np.float64)
     w = np.broadcast_to(1.0 / np.square(np.asarray(c, dtype=np.float64)), x.shape)
     big_w = cells.total(w)
-    xbar = cells.total(w * x) / big_w
+    xbar = _ratio(cells.total(w * x), big_w)
     s = cells.total(w * np.square(x - cells.spread(x, xbar)))
     check_finite(s, f"values of {what}")
     return big_w, xbar, s, cells.count(x)
@@ -402,8 +402,14 @@ def _chan_merge(acc, new):
     w1, m1, s1, n1 = acc
     w2, m2, s2, n2 = new
     w = w1 + w2
-    mean = m1 + (m2 - m1) * (w2 / w)
-    return w, mean, s1 + s2 + (w1 * w2 / w) * np.square(m2 - m1), n1 + n2
+    mean = m1 + (m2 - m1) * _ratio(w2, w)
+    return w, mean, s1 + s2 + w1 * _ratio(w2, w) * np.square(m2 - m1), n1 + n2
+
+
+def _ratio(a, b):
+    """``a / b``, 0 where ``b == 0`` (a cell without records: its statistics are zero)."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return np.divide(a, b, out=np.zeros(b.shape), where=b != 0)
 
 
 # ---- the table ----------------------------------------------------------------------------------

@@ -456,3 +456,20 @@ def test_release_normal_invgamma_end_to_end():
     b_naive = 2.0 + z**2 / (2 * n * (n + 1))
     _assert_mean(post["v"].values, float(np.sum(w * vg)), b_naive / 2.5)
     _assert_mean(post["mu"].values, float(np.sum(w * s)) / (n + 1), z / (n + 1))
+
+
+def test_normal_invgamma_merge_of_children(rng):
+    """Two children (one empty) of the same block: the pooled statistics (Chan et al.'s
+    merge) give the same draw as one child holding all records."""
+    x1, x2 = rng.normal(size=3), rng.normal(size=4) + 1.0
+    draws = []
+    for parts in [(np.concatenate([x1, x2]),), (x1, np.zeros(0), x2)]:
+        with pm.Model() as m:
+            v = pm.InverseGamma("v", 3.0, 2.0)
+            mu = pm.Normal("mu", 0.5, sigma=pt.sqrt(v))
+            for i, xi in enumerate(parts):
+                pm.Normal(f"x{i}", mu, sigma=pt.sqrt(v), observed=xi)
+        step = ConjugateGibbs([mu, v], model=m, rng=7)
+        new, _ = step.step(m.initial_point())
+        draws.append((float(new["mu"]), float(new["v_log__"])))
+    np.testing.assert_allclose(draws[0], draws[1], rtol=1e-12)
