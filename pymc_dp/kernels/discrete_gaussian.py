@@ -1,4 +1,4 @@
-r"""Core log-pmf of the discrete Gaussian law, with its normaliser and its exact privacy curve.
+r"""The discrete Gaussian law: log-pmf (numpy, PyTensor, numba), normaliser, log CDF, sampler.
 
 The discrete Gaussian :math:`\mathcal{N}_{\mathbb{Z}}(0, \sigma^2)` (Canonne, Kamath & Steinke
 2020, Definition 1) has pmf
@@ -40,8 +40,9 @@ Writing :math:`T(a) = e^{-a^2/(2\sigma^2)} S(a)`,
 * :math:`S(a) = \sum_{j \ge 0} e^{-(2aj + j^2)/(2\sigma^2)}` is summed over
   :math:`j < 400` when :math:`\sigma < 10` or :math:`a \ge \sigma^2/10` (the first neglected
   term is then below :math:`e^{-78}` times the first);
-* otherwise (:math:`\sigma \ge 10`, :math:`a < \sigma^2/10`) the Euler-Maclaurin formula above
-  gives :math:`S(a) = \sigma\sqrt{\pi/2}\operatorname{erfcx}(u/\sqrt2) + \tfrac12 +
+* otherwise (:math:`\sigma \ge 10`, :math:`a < \sigma^2/10`) the Euler-Maclaurin formula with
+  three Bernoulli corrections gives
+  :math:`S(a) = \sigma\sqrt{\pi/2}\operatorname{erfcx}(u/\sqrt2) + \tfrac12 +
   \tfrac{He_1(u)}{12\sigma} - \tfrac{He_3(u)}{720\sigma^3} + \tfrac{He_5(u)}{30240\sigma^5}`,
   :math:`u = a/\sigma`; the first neglected correction is of order
   :math:`(a/\sigma^2)^7/1209600 < 10^{-13}`.

@@ -1,4 +1,4 @@
-r"""Core log-pmf of the discrete Laplace (two-sided geometric) law, in numpy, PyTensor and numba.
+r"""The discrete Laplace (two-sided geometric) law: log-pmf (numpy, PyTensor, numba), CDF, sampler.
 
 The two-sided geometric law with parameter :math:`\alpha \in (0, 1)` (Schein et al. 2019, eq. 6;
 Ghosh et al. 2012) has pmf
