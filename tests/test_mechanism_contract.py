@@ -395,3 +395,36 @@ def test_one_secure_random_source():
             if name:
                 hits.setdefault(p.relative_to(PKG).as_posix(), []).append(name)
     assert hits == {"kernels/exact_sampling.py": ["urandom"]}
+
+
+#: the exact rational privacy loss of each class at a change ``d``: (field, value)
+EXACT = {
+    Laplace: lambda m, d: ("epsilon", d / Fraction(m.scale)),
+    Geometric: lambda m, d: ("epsilon", d * m.rate),
+    Gaussian: lambda m, d: ("rho", d * d / (2 * Fraction(m.sigma) ** 2)),
+    DiscreteGaussian: lambda m, d: ("rho", d * d / (2 * m.sigma2)),
+}
+
+
+@pytest.mark.parametrize(("cls", "kw"), CASES, ids=IDS)
+def test_map_never_under_counts(cls, kw):
+    """Each map value is the smallest double at or above the exact rational loss of the law
+    actually sampled (so floating point never under-counts)."""
+    assert set(EXACT) == _all_mechanisms()
+    m = cls(**kw)
+    for d in _distances(m)[1:]:
+        field, exact = EXACT[cls](m, Fraction(d))
+        got = getattr(m.map(d), field)
+        assert Fraction(got) >= exact and got == round_up(exact)
+
+
+def test_plain_rounding_would_under_count_somewhere():
+    """Negative control for the test above: rounding to nearest is below the exact loss for
+    some of the contract cases, so the round-up is doing work."""
+    below = 0
+    for cls, kw in CASES:
+        m = cls(**kw)
+        for d in _distances(m)[1:]:
+            _, exact = EXACT[cls](m, Fraction(d))
+            below += Fraction(float(exact)) < exact
+    assert below > 0
