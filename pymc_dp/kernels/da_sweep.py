@@ -76,6 +76,9 @@ _W = 64
 _D = 4
 _NW = 2 * _W + 1
 _ND = 2 * _D + 1
+# index of the d = 0 column of the middle row (s = s_c), and the range of that index over rows
+_CENTRE = _W * _ND + _D
+_BASE_MAX = (_NW - 1) * _ND + _D
 # integers up to this magnitude are exact in float64, and so are sums of two of them
 _EXACT = 2.0**52
 # relative allowance of the sensitivity check (rounding of the statistic)
@@ -262,11 +265,11 @@ def _threshold(log_ratio):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _table_slot(exact, row, di, d_int, e):  # pragma: no cover - compiled
-    """Index of the memoised threshold of change ``di`` at table row ``row``, or -1.
-    ``row = (r, r * _ND + _D)``: the row and the index of its ``d = 0`` column."""
-    if exact and d_int and e == 0.0 and -_D <= di <= _D and 0 <= row[0] < _NW:
-        return row[1] + di
+def _table_slot(exact, base, di, d_int, e):  # pragma: no cover - compiled
+    """Index of the memoised threshold of change ``di`` in the row whose ``d = 0`` column is
+    at ``base`` (row ``r``: ``base = r * _ND + _D``), or -1 when there is no such entry."""
+    if exact and d_int and e == 0.0 and -_D <= di <= _D and _D <= base <= _BASE_MAX:
+        return base + di
     return -1
 
 
@@ -281,8 +284,8 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
     has_extra = extra.shape[0] > 0
     table = np.full(_NW * _ND, np.nan)
     s = stat[0]
-    exact = _small_int(s)[1]  # s is an exact integer; then s = s_c + (row - _W)
-    row, base, last_reset = _W, _W * _ND + _D, 0
+    exact = _small_int(s)[1]  # s is an exact integer; then s = s_c + (base - _CENTRE) / _ND
+    base, last_reset = _CENTRE, 0
     lp_cur, lp_ok = 0.0, False  # log eta(z - s), evaluated when first needed
     n_rej, min_prob, sum_prob = 0, 1.0, 0.0
     for j in range(count):
@@ -291,10 +294,10 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
         d = a - c
         e = extra[i] if has_extra else 0.0
         di, d_int = _small_int(d)
-        if exact and not 0 <= row < _NW and j - last_reset >= table.size:
+        if exact and not _D <= base <= _BASE_MAX and j - last_reset >= table.size:
             table[:] = np.nan  # re-centre on the current statistic (amortised O(1))
-            row, base, last_reset = _W, _W * _ND + _D, j
-        slot = _table_slot(exact, (row, base), di, d_int, e)
+            base, last_reset = _CENTRE, j
+        slot = _table_slot(exact, base, di, d_int, e)
         q = table[slot] if slot >= 0 else np.nan
         if q != q:
             if not lp_ok:
@@ -313,7 +316,6 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
         s_new = s + d
         exact &= (not moved) | (d_int & (abs(s_new) <= _EXACT))
         s = s_new if moved else s
-        row = row + di if moved else row
         base = base + di * _ND if moved else base
         lp_ok &= not moved
         t_cur[i, 0] = a if acc else c
