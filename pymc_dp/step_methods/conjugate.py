@@ -266,7 +266,7 @@ def _child_plan(pair, rv, child, blockers) -> _ChildPlan:
             raise NotConjugateError(f"the index into {rv.name} depends on {rv.name}")
     if pair.category_axis and orders and any(o[-1] == "x" for o in orders):
         raise NotConjugateError(f"the category axis of {rv.name} is broadcast in {child.name}")
-    return _ChildPlan(child, link, orders, index, tuple(link.extras(params, rv)))
+    return _ChildPlan(child, link, orders, index, tuple(link.extras(params, rv, blockers)))
 
 
 # ---- Normal-InverseGamma block: a Normal mean and an InverseGamma variance drawn jointly ------
@@ -295,7 +295,8 @@ def _analyze_block(mu, v, model: Model) -> _Plan:
         raise NotConjugateError(
             f"the children of {mu.name} and of {v.name} (besides {mu.name}) differ"
         )
-    plan = _Plan(v, pair.family, pair=pair, partner=mu, partner_hyper=(m0, at_unit(s0, v)))
+    c0 = at_unit(s0, v, blockers)
+    plan = _Plan(v, pair.family, pair=pair, partner=mu, partner_hyper=(m0, c0))
     plan.children = [_block_child(pair, mu, v, c, blockers) for c in kids]
     return plan
 
@@ -316,7 +317,7 @@ def _block_child(pair, mu, v, child, blockers) -> _ChildPlan:
         or sqrt_access(params[1], v, blockers)[0] is not v
     ):
         raise NotConjugateError(f"the sigma of child {child.name} is not c * sqrt({v.name})")
-    return _ChildPlan(child, link, [], None, tuple(link.extras(params, v)))
+    return _ChildPlan(child, link, [], None, tuple(link.extras(params, v, blockers)))
 
 
 def _blocks(rvs, model: Model) -> dict:

@@ -53,7 +53,6 @@ import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pymc.logprob.transforms import LogOddsTransform, LogTransform, SimplexTransform
 from pytensor.graph.basic import Constant, equal_computations
-from pytensor.graph.replace import clone_replace
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.random.basic import (
@@ -233,10 +232,34 @@ def sqrt_access(sigma, theta, blockers):
     return first, []
 
 
-def at_unit(expr, theta):
-    """``expr`` with ``theta`` replaced by ones (the factor ``c`` of ``c * sqrt(theta)``)."""
+def at_unit(expr, theta, blockers):
+    """``expr`` with ``theta`` replaced by ones (the factor ``c`` of ``c * sqrt(theta)``).
+
+    Only the nodes between ``theta`` and ``expr`` are rebuilt: every other variable, and every
+    random variable in ``blockers`` (other model variables, read at their current values), is
+    kept as it is -- a cloned random variable would be a fresh random draw.
+
+    Examples
+    --------
+    >>> v, s = pt.dscalar("v"), pt.dscalar("s")
+    >>> float(at_unit(s * pt.sqrt(v), v, []).eval({s: 3.0}))
+    3.0
+    """
     ones = pt.as_tensor(np.ones(theta.type.shape, dtype=theta.dtype))
-    return clone_replace(expr, {theta: pt.specify_broadcastable(ones, *_bcast_axes(theta))})
+    memo = {theta: pt.specify_broadcastable(ones, *_bcast_axes(theta))}
+    keep = set(blockers) - {theta}
+
+    def rebuild(var):
+        if var not in memo:
+            node = var.owner
+            if node is None or var in keep or not depends_on([var], theta, list(keep)):
+                memo[var] = var
+            else:
+                new = node.clone_with_new_inputs([rebuild(i) for i in node.inputs], strict=False)
+                memo.update(zip(node.outputs, new.outputs, strict=True))
+        return memo[var]
+
+    return rebuild(expr)
 
 
 def _bcast_axes(var):
@@ -429,7 +452,7 @@ class ChildLink:
         ``(slot graph, theta, blockers) -> (access, orders)``: the access of ``theta``
         (``theta`` or ``theta[idx]``) and the broadcasting orders, or NotConjugateError.
     extras : callable
-        ``(dist_params, theta) -> tuple of graphs`` the statistics read (Binomial ``n``,
+        ``(dist_params, theta, blockers) -> tuple of graphs`` the statistics read (Binomial ``n``,
         Normal ``sigma``, ...); none may depend on ``theta``.
     stats : callable
         ``(values, extras, cells, what) -> tuple`` of per-cell sufficient statistics; checks
@@ -569,19 +592,19 @@ def _draw1(fn):
 
 
 def _param(i):
-    return lambda params, theta: (params[i],)
+    return lambda params, theta, blockers: (params[i],)
 
 
-def _none(params, theta):
+def _none(params, theta, blockers):
     return ()
 
 
-def _variance_extras(params, theta):
-    return params[0], at_unit(params[1], theta)
+def _variance_extras(params, theta, blockers):
+    return params[0], at_unit(params[1], theta, blockers)
 
 
-def _nig_extras(params, theta):
-    return (at_unit(params[1], theta),)
+def _nig_extras(params, theta, blockers):
+    return (at_unit(params[1], theta, blockers),)
 
 
 _NORMAL_VARIANCE = ChildLink(NormalRV, "Normal", 1, sqrt_access, _variance_extras, _variance_stats)

@@ -194,6 +194,23 @@ def test_invgamma_normal_variance_exact(rng, form):
     assert_fits(draws, stats.invgamma(a, scale=2.0 + q / 2), stats.invgamma(a, scale=3.0 + q / 2))
 
 
+def test_invgamma_factor_from_a_free_variable(rng):
+    """sigma = s * sqrt(v) with s a free variable: its current value (2) is used, never a fresh
+    draw of s (regression: the factor's graph was rebuilt with a copy of s's random variable).
+    Negative control: the posterior with s = 1."""
+    x = 2.0 * rng.normal(size=6)
+    with pm.Model() as m:
+        v = pm.InverseGamma("v", 3.0, 2.0)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("x", 0.0, sigma=s * pt.sqrt(v), observed=x)
+    step = ConjugateGibbs([v], model=m, rng=rng)
+    point = m.initial_point()
+    point["s_log__"] = np.log(2.0)
+    draws = np.exp(draws_at(step, point, ["v_log__"])["v_log__"])
+    q = np.sum(x**2)
+    assert_fits(draws, stats.invgamma(6.0, scale=2 + q / 8), stats.invgamma(6.0, scale=2 + q / 2))
+
+
 def test_invgamma_refuses_other_forms():
     """sigma = v, sqrt(v + 1), exp(v), v in the mean, a cast to an integer (floor: not
     homogeneous), a sign of a shifted v, exp(log(v) / 2) (equal, but not recognised): refused."""
