@@ -107,3 +107,35 @@ def test_step_cloudpickles_with_its_state(model):
     clone = cloudpickle.loads(cloudpickle.dumps(step))
     clone.sampling_state = step.sampling_state
     np.testing.assert_array_equal(_run(clone, point), _run(step, point))
+
+
+def test_step_method_tester_sequence(model):
+    """The sequence of PyMC's ``StepMethodTester.step_continuous`` (from PyMC's test suite):
+    deepcopy of the step, state restored before a second step gives the same value and state,
+    ``pm.sample`` moves the state, the copy accepts the moved state."""
+    step = _step(model)
+    orig_step = copy.deepcopy(step)
+    orig_state = step.sampling_state
+    ip = model.initial_point()
+    value1, _ = step.step(ip)
+    final_state = step.sampling_state
+    step.sampling_state = orig_state
+    value2, _ = step.step(ip)
+    assert equal_dataclass_values(step.sampling_state, final_state)
+    assert equal_dataclass_values(value1, value2)
+    step.sampling_state = orig_state
+    with model:
+        pm.sample(
+            draws=20,
+            tune=10,
+            chains=1,
+            step=[step],
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    curr_state = step.sampling_state
+    assert not equal_dataclass_values(orig_state, curr_state)  # control: sampling moved it
+    orig_step.sampling_state = curr_state
+    assert equal_dataclass_values(orig_step.sampling_state, curr_state)
+    assert orig_step.sampling_state is not curr_state
