@@ -67,9 +67,12 @@ import numba
 import numpy as np
 
 __all__ = [
+    "GroupState",
     "NoiseRows",
     "SomaState",
+    "group_state",
     "records_from_replacements",
+    "soma_sweep_grouped_kernel",
     "soma_sweep_kernel",
 ]
 
@@ -262,6 +265,221 @@ def soma_sweep_kernel(state, t_offer, noise, logpdf, u, replaced):  # pragma: no
         if prob < min_prob:
             min_prob = prob
     return n_acc, min_prob, sum_prob / max(n_att, 1)
+
+
+class GroupState(NamedTuple):
+    """Records grouped by their contribution row, for :func:`soma_sweep_grouped_kernel`.
+
+    Positions whose rows ``t(x_j)`` are equal have equal weights, so with ``K`` distinct rows
+    an attempt costs O(K m) instead of O(n m). Built by :func:`group_state`.
+
+    Attributes
+    ----------
+    stat : float64[::1], shape (m,)
+        The running statistic.
+    gid : int64[::1], shape (n,)
+        Row (group) of each position.
+    rows : float64[:, ::1], shape (K, m)
+        The distinct rows (of the current records and of the offers).
+    count : int64[::1], shape (K,)
+        Positions in each group.
+    perm : int64[::1], shape (n,)
+        The positions ordered by group: group ``g`` is ``perm[start[g]:start[g + 1]]``.
+    where : int64[::1], shape (n,)
+        Index of each position in ``perm``.
+    start : int64[::1], shape (K + 1,)
+    """
+
+    stat: np.ndarray
+    gid: np.ndarray
+    rows: np.ndarray
+    count: np.ndarray
+    perm: np.ndarray
+    where: np.ndarray
+    start: np.ndarray
+
+
+def group_state(stat, t_cur, t_offer):
+    """The :class:`GroupState` of the current rows and the group of each offer.
+
+    Parameters
+    ----------
+    stat : float64 array, shape (m,)
+    t_cur : float64 array, shape (n, m)
+    t_offer : float64 array, shape (A, m)
+
+    Returns
+    -------
+    state : GroupState
+    gid_offer : int64 ndarray, shape (A,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gs, g_off = group_state(np.array([2.0]), np.array([[1.0], [0.0], [1.0]]),
+    ...                         np.array([[0.0], [3.0]]))
+    >>> gs.rows.ravel().tolist(), gs.gid.tolist(), gs.count.tolist(), g_off.tolist()
+    ([0.0, 1.0, 3.0], [1, 0, 1], [1, 2, 0], [0, 2])
+    """
+    n = t_cur.shape[0]
+    both = np.concatenate([t_cur, t_offer], axis=0)
+    rows, inv = np.unique(both, axis=0, return_inverse=True)
+    inv = np.asarray(inv, dtype=np.int64).reshape(-1)
+    gid = np.ascontiguousarray(inv[:n])
+    count = np.bincount(gid, minlength=rows.shape[0]).astype(np.int64)
+    perm = np.argsort(gid, kind="stable").astype(np.int64)
+    where = np.empty(n, dtype=np.int64)
+    where[perm] = np.arange(n, dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+    state = GroupState(
+        np.array(stat, dtype=np.float64), gid, np.ascontiguousarray(rows, dtype=np.float64),
+        count, perm, where, start,
+    )  # fmt: skip
+    return state, np.ascontiguousarray(inv[n:])
+
+
+@numba.njit(cache=True)
+def _swap(gs, i1, i2):  # pragma: no cover - compiled
+    """Swap entries ``i1`` and ``i2`` of ``perm`` (and their ``where``)."""
+    a, b = gs.perm[i1], gs.perm[i2]
+    gs.perm[i1], gs.perm[i2] = b, a
+    gs.where[a], gs.where[b] = i2, i1
+
+
+@numba.njit(cache=True)
+def _move(gs, j, b):  # pragma: no cover - compiled
+    """Move position ``j`` to group ``b`` keeping the groups contiguous in ``perm`` (O(K))."""
+    a = gs.gid[j]
+    if a < b:
+        for g in range(a, b):  # j becomes the first element of group g + 1
+            _swap(gs, gs.where[j], gs.start[g + 1] - 1)
+            gs.start[g + 1] -= 1
+    else:
+        for g in range(a, b, -1):  # j becomes the last element of group g - 1
+            _swap(gs, gs.where[j], gs.start[g])
+            gs.start[g] += 1
+    gs.count[a] -= 1
+    gs.count[b] += 1
+    gs.gid[j] = b
+
+
+@numba.njit(cache=True)
+def _group_weights(gs, g_off, noise, logpdf, buf):  # pragma: no cover - compiled
+    """``log w_g`` of every group with positions (-inf for empty groups), its maximum."""
+    z, params = noise
+    logw, lp = buf[0], buf[3]
+    top = -np.inf
+    for g in range(gs.rows.shape[0]):
+        lw = -np.inf
+        if gs.count[g] > 0:
+            lw = 0.0
+            for k in range(z.shape[0]):
+                d = gs.rows[g_off, k] - gs.rows[g, k]
+                lw += logpdf(z[k] - (gs.stat[k] + d), params[k]) if d != 0.0 else lp[k]
+            if lw != lw:
+                lw = -np.inf
+        logw[g] = lw
+        if lw > top:
+            top = lw
+    return top
+
+
+@numba.njit(cache=True)
+def _pick_group(gs, logw, top, u, w):  # pragma: no cover - compiled
+    """A group with probability ``count_g w_g / W``; returns ``(g, W)`` (scaled weights)."""
+    total = 0.0
+    for g in range(logw.shape[0]):
+        w[g] = math.exp(logw[g] - top)
+        total += gs.count[g] * w[g]
+    target = u * total
+    acc = 0.0
+    last = -1
+    for g in range(logw.shape[0]):
+        if gs.count[g] > 0 and w[g] > 0.0:
+            last = g
+            acc += gs.count[g] * w[g]
+            if acc > target:
+                return g, total
+    return last, total
+
+
+@numba.njit(cache=True)
+def _group_attempt(gs, g_off, noise, logpdf, u3, buf):  # pragma: no cover - compiled
+    """One attempt of the grouped kernel: ``(position or -1, probability)``."""
+    logw, w, lw_cur = buf[0], buf[1], buf[2]
+    top = _group_weights(gs, g_off, noise, logpdf, buf)
+    if not top > -np.inf:
+        return -1, 0.0
+    g, total = _pick_group(gs, logw, top, u3[0], w)
+    if logw[g] >= lw_cur[0]:
+        prob = 1.0
+    else:
+        prob = total / (total + (math.exp(lw_cur[0] - top) - w[g]))
+    if not u3[1] < prob:
+        return -1, prob
+    # a uniformly chosen position of group g
+    i = min(int(u3[2] * gs.count[g]), gs.count[g] - 1)
+    j = gs.perm[gs.start[g] + i]
+    for k in range(gs.stat.shape[0]):
+        gs.stat[k] += gs.rows[g_off, k] - gs.rows[g, k]
+    _move(gs, j, g_off)
+    lw_cur[0] = _log_eta(gs.stat, noise, logpdf, buf[3])
+    return j, prob
+
+
+@numba.njit(cache=True)
+def soma_sweep_grouped_kernel(gs, gid_offer, noise, logpdf, u, replaced):  # pragma: no cover
+    """:func:`soma_sweep_kernel` over groups of equal rows: the same law, O(K m) per attempt.
+
+    Picking a position with probability ``w_j / W`` is done in two stages: a group ``g`` of
+    positions with equal rows, with probability ``count_g w_g / W``, then a position of ``g``
+    uniformly; the position is drawn only when the attempt is accepted (a rejected attempt
+    changes nothing, whichever position of ``g`` was picked).
+
+    Parameters
+    ----------
+    gs : GroupState
+        Updated in place (:func:`group_state`).
+    gid_offer : int64[::1], shape (A,)
+        Group (row of ``gs.rows``) of each offer.
+    noise : NoiseRows
+    logpdf : numba function
+    u : float64[:, ::1], shape (A, 3)
+        Uniforms: the group, the decision, the position within the group.
+    replaced : int64[::1], shape (A,)
+        Output, as in :func:`soma_sweep_kernel`.
+
+    Returns
+    -------
+    n_accepted, min_prob, mean_prob
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=1.0)
+    >>> gs, g_off = group_state(np.array([0.0]), np.zeros((2, 1)), np.ones((1, 1)))
+    >>> noise = NoiseRows(np.array([2.0]), mech.numba_params[None, :])
+    >>> rep = np.empty(1, np.int64)
+    >>> out = soma_sweep_grouped_kernel(gs, g_off, noise, mech.numba_logpdf,
+    ...                                 np.array([[0.3, 0.5, 0.9]]), rep)
+    >>> int(out[0]), rep.tolist(), gs.stat.tolist(), gs.rows[gs.gid].ravel().tolist()
+    (1, [1], [1.0], [0.0, 1.0])
+    """
+    K = gs.rows.shape[0]
+    buf = (np.empty(K), np.empty(K), np.empty(1), np.empty(gs.stat.shape[0]))
+    buf[2][0] = _log_eta(gs.stat, noise, logpdf, buf[3])
+    n_acc = 0
+    min_prob = 1.0
+    sum_prob = 0.0
+    for a in range(gid_offer.shape[0]):
+        j, prob = _group_attempt(gs, gid_offer[a], noise, logpdf, u[a], buf)
+        replaced[a] = j
+        n_acc += j >= 0
+        sum_prob += prob
+        if prob < min_prob:
+            min_prob = prob
+    return n_acc, min_prob, sum_prob / max(gid_offer.shape[0], 1)
 
 
 def records_from_replacements(current, offers, replaced):

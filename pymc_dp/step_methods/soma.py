@@ -15,6 +15,10 @@ loop and the derivation of its acceptance ratio are in :mod:`pymc_dp.kernels.som
    ``w_j / W`` and accepts with probability ``min(1, W / (W + w_cur - w_j))``;
 4. the new record arrays take, at each position, the last offer accepted there.
 
+Discrete records (few distinct contribution rows ``K``: Bernoulli, categorical, small counts)
+take the grouped kernel, in which positions with equal rows share one weight: O(K m) per
+attempt instead of O(n m), the same law.
+
 Requirements (:func:`check_exchangeable`, at construction): the statistic is a sum over records
 (``T = C + sum_i t(x_i)``: not the generic path), the records have no observed per-record
 children (the acceptance ratio would need their likelihood at every position), and the records
@@ -53,7 +57,9 @@ from pymc_dp.kernels.da_sweep import sensitivity_excess
 from pymc_dp.kernels.soma import (
     NoiseRows,
     SomaState,
+    group_state,
     records_from_replacements,
+    soma_sweep_grouped_kernel,
     soma_sweep_kernel,
 )
 
@@ -126,6 +132,26 @@ def _check_sensitivity(spec, t_off, t_cur) -> None:
         )
 
 
+def _attempts(noise, logpdf, rows, rng):
+    """Run the attempts; ``rows = (stat, t_cur, t_off)``, ``t_cur`` updated in place.
+
+    The grouped kernel (positions with equal contribution rows share a weight, O(K m) per
+    attempt) when the current and offered rows have at most ``n / 2`` distinct values (discrete
+    records), else the kernel over positions (O(n m) per attempt). The same law.
+    """
+    stat, t_cur, t_off = rows
+    replaced = np.empty(t_off.shape[0], dtype=np.int64)
+    gs, g_off = group_state(stat, t_cur, t_off)
+    if 2 * gs.rows.shape[0] <= t_cur.shape[0]:
+        u = rng.random((t_off.shape[0], 3))
+        out = soma_sweep_grouped_kernel(gs, g_off, noise, logpdf, u, replaced)
+        t_cur[...] = gs.rows[gs.gid]
+    else:
+        u = rng.random((t_off.shape[0], 2))
+        out = soma_sweep_kernel(SomaState(stat, t_cur), t_off, noise, logpdf, u, replaced)
+    return replaced, out
+
+
 def soma_sweep(spec, scratch, args, rng):
     """One SOMA sweep (``n`` attempts) of one record block; see the module docstring.
 
@@ -191,12 +217,9 @@ def soma_sweep(spec, scratch, args, rng):
         stat = np.array(res[-1], dtype=np.float64).reshape(-1)
     else:
         stat = np.asarray(spec.const, dtype=np.float64) + t_cur.sum(0)
-    replaced = np.empty(t_off.shape[0], dtype=np.int64)
-    u = rng.random((t_off.shape[0], 2))
     noise = NoiseRows(np.ascontiguousarray(spec.z, dtype=np.float64), spec.params)
-    n_acc, min_prob, mean_prob = soma_sweep_kernel(
-        SomaState(stat, t_cur), t_off, noise, spec.logpdf, u, replaced
-    )
+    rows = (stat, t_cur, t_off)
+    replaced, (n_acc, min_prob, mean_prob) = _attempts(noise, spec.logpdf, rows, rng)
     records = records_from_replacements(cur, offers, replaced)
     scratch.t_cur = t_cur
     scratch.last = records

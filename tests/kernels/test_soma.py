@@ -1,6 +1,8 @@
 """SOMA kernel (pymc_dp.kernels.soma) without a model: exact laws by enumeration.
 
-References are computed independently of the kernel: the exact one-attempt transition matrix of
+Both kernels are tested: position by position (:func:`soma_sweep_kernel`) and over groups of
+equal rows (:func:`soma_sweep_grouped_kernel`, the same law). References are computed
+independently of the kernels: the exact one-attempt transition matrix of
 Xiong & Ju's (2025) algorithm on every state of a few small records (4 Bernoulli records with a
 Laplace-noised count; 3 three-valued categorical records with a geometric-noised count vector),
 and the exact conditional posterior of the records by enumeration.
@@ -30,9 +32,12 @@ import pytest
 from scipy import stats
 
 from pymc_dp.kernels.soma import (
+    GroupState,
     NoiseRows,
     SomaState,
+    group_state,
     records_from_replacements,
+    soma_sweep_grouped_kernel,
     soma_sweep_kernel,
 )
 from pymc_dp.mechanisms.geometric import Geometric
@@ -174,14 +179,27 @@ def _repeat_attempt(stat0, t_cur0, t_off, noise, logpdf, u, out):  # pragma: no 
         out[r] = rep[0]
 
 
-def _attempt_outcomes(case, x, y, n_rep, rng, z=None):
+@numba.njit
+def _repeat_grouped(gs0, g_off, noise, logpdf, u, out):  # pragma: no cover
+    """One grouped attempt per row of u, each from a fresh copy of the same state."""
+    rep = np.empty(1, np.int64)
+    for r in range(u.shape[0]):
+        gs = GroupState(gs0.stat.copy(), gs0.gid.copy(), gs0.rows, gs0.count.copy(),
+                        gs0.perm.copy(), gs0.where.copy(), gs0.start.copy())  # fmt: skip
+        soma_sweep_grouped_kernel(gs, g_off, noise, logpdf, u[r : r + 1], rep)
+        out[r] = rep[0]
+
+
+def _attempt_outcomes(case, x, y, n_rep, rng, grouped=False):
     tx = np.ascontiguousarray(case.t(np.asarray(x)))
     noise, logpdf = case.noise()
-    if z is not None:
-        noise = NoiseRows(np.atleast_1d(np.asarray(z, np.float64)), noise.params)
     out = np.empty(n_rep, np.int64)
     t_off = np.ascontiguousarray(case.t(np.array([y])))
-    _repeat_attempt(tx.sum(0), tx, t_off, noise, logpdf, rng.random((n_rep, 2)), out)
+    if grouped:
+        gs, g_off = group_state(tx.sum(0), tx, t_off)
+        _repeat_grouped(gs, g_off, noise, logpdf, rng.random((n_rep, 3)), out)
+    else:
+        _repeat_attempt(tx.sum(0), tx, t_off, noise, logpdf, rng.random((n_rep, 2)), out)
     return out + 1  # 0: rejected, j + 1: landed on j
 
 
@@ -195,7 +213,8 @@ def _attempt_outcomes(case, x, y, n_rep, rng, z=None):
         ("categorical_geometric", [2, 0, 1], 0, None),
     ],
 )
-def test_one_attempt_law(name, x, y, z):
+@pytest.mark.parametrize("grouped", [False, True], ids=["positions", "grouped"])
+def test_one_attempt_law(name, x, y, z, grouped):
     """The outcome of one attempt (rejected, or the position replaced) against its exact law
     (chi-square, 1e-6); negative control: the law without the correction is rejected."""
     case = CASES[name]
@@ -205,7 +224,7 @@ def test_one_attempt_law(name, x, y, z):
     wrong = attempt_law(case, np.array(x), y, correct=False)
     n_rep = 100_000
     assert chi2_power(n_rep, exact, wrong) > 1 - 1e-6
-    draws = _attempt_outcomes(case, x, y, n_rep, np.random.default_rng(SEED))
+    draws = _attempt_outcomes(case, x, y, n_rep, np.random.default_rng(SEED), grouped)
     with np.errstate(divide="ignore"):
         p_good = chisquare_gof(draws, lambda k: np.log(exact[np.clip(k, 0, case.n)]))
         p_bad = chisquare_gof(draws, lambda k: np.log(wrong[np.clip(k, 0, case.n)]))
@@ -219,34 +238,52 @@ def _offers(case, shape, rng):
     return rng.choice(case.k, size=shape, p=case.probs)
 
 
-def run_chains(case, n_chains, n_att, rng, accept_all=False):
+def _chain(case, start, offers, u, grouped):
+    """One chain: the final records and their contribution rows as the kernel keeps them."""
+    noise, logpdf = case.noise()
+    rep = np.empty(len(offers), np.int64)
+    t_cur = np.ascontiguousarray(case.t(start))
+    t_off = np.ascontiguousarray(case.t(offers))
+    if grouped:
+        gs, g_off = group_state(t_cur.sum(0), t_cur, t_off)
+        soma_sweep_grouped_kernel(gs, g_off, noise, logpdf, u, rep)
+        stat, rows = gs.stat, gs.rows[gs.gid]
+    else:
+        state = SomaState(t_cur.sum(0), t_cur)
+        soma_sweep_kernel(state, t_off, noise, logpdf, np.ascontiguousarray(u[:, :2]), rep)
+        stat, rows = state.stat, state.t_cur
+    (final,) = records_from_replacements([start], [offers], rep)
+    return final, stat, rows
+
+
+def run_chains(case, n_chains, n_att, rng, accept_all=False, grouped=False):
     """Independent chains from uniform random starts; the state index after n_att attempts.
 
     Also checks the kernel's bookkeeping: the returned ``t_cur`` and ``stat`` are those of the
     records rebuilt by :func:`records_from_replacements`.
     """
-    noise, logpdf = case.noise()
     starts = rng.integers(case.k, size=(n_chains, case.n))
     offers = _offers(case, (n_chains, n_att), rng)
-    u = rng.random((n_chains, n_att, 2))
+    u = rng.random((n_chains, n_att, 3))
     if accept_all:
         u[..., 1] = 0.0
-    rep = np.empty(n_att, np.int64)
     final = np.empty((n_chains, case.n), np.int64)
     for c in range(n_chains):
-        t_cur = np.ascontiguousarray(case.t(starts[c]))
-        state = SomaState(t_cur.sum(0), t_cur)
-        t_off = np.ascontiguousarray(case.t(offers[c]))
-        soma_sweep_kernel(state, t_off, noise, logpdf, u[c], rep)
-        (final[c],) = records_from_replacements([starts[c]], [offers[c]], rep)
+        final[c], stat, rows = _chain(case, starts[c], offers[c], u[c], grouped)
         if c < 50:
-            np.testing.assert_array_equal(state.t_cur, case.t(final[c]))
-            np.testing.assert_allclose(state.stat, case.t(final[c]).sum(0), atol=1e-12)
+            np.testing.assert_array_equal(rows, case.t(final[c]))
+            np.testing.assert_allclose(stat, case.t(final[c]).sum(0), atol=1e-12)
     return case.index(final)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_stationary_law_exact(name):
+@pytest.mark.parametrize(
+    "grouped",
+    # the grouped kernel's one-attempt law is tested in the fast tier; its chains here are slow
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["positions", "grouped"],
+)
+def test_stationary_law_exact(name, grouped):
     """Last states of 20,000 independent chains against the exact posterior (chi-square over
     all states, 1e-6). Negative control: the kernel accepting every picked position."""
     case = CASES[name]
@@ -257,8 +294,8 @@ def test_stationary_law_exact(name):
     n_chains = 20_000
     assert chi2_power(n_chains, pi_bad, pi) > 1 - 1e-6
     rng = np.random.default_rng(SEED)
-    good = run_chains(case, n_chains, n_att, rng)
-    bad = run_chains(case, n_chains, n_att, rng, accept_all=True)
+    good = run_chains(case, n_chains, n_att, rng, grouped=grouped)
+    bad = run_chains(case, n_chains, n_att, rng, accept_all=True, grouped=grouped)
 
     def logpmf(k):
         inside = (k >= 0) & (k < pi.size)

@@ -166,14 +166,14 @@ def test_fixed_parameter_posterior_is_stationary(fixed_model):
 
 
 # --------------------------------------------------------------------------- with ConjugateGibbs
-N_B, EPS_B, Z_B = 20, 0.5, 4.0
+N_B, EPS_B, Z_B = 20, 0.5, 1.0
 
 
 def test_beta_bernoulli_with_conjugate_gibbs_exact_posterior():
     """p ~ Beta(1, 1), x_i ~ Bern(p), z = sum x + Laplace(2): p(s | z) ∝ Lap(z - s) (the count
     is uniform a priori) and p | s ~ Beta(1 + s, 1 + n - s). SOMA for x, ConjugateGibbs for p,
     12,000 iterations: means of p and s within 4.89 MCSE; controls: noise-ignoring posterior
-    and the prior rejected."""
+    (mean 0.091 against 0.139: about 20 MCSE away) and the prior rejected."""
     with pm.Model() as model:
         p = pm.Beta("p", 1.0, 1.0)
         x = pm.Bernoulli("x", p=p, shape=N_B)
@@ -197,9 +197,10 @@ def test_beta_bernoulli_with_conjugate_gibbs_exact_posterior():
     w /= w.sum()
     res_p = mcse_check(p_draws, float(np.sum(w * (1 + s) / (N_B + 2))))
     res_s = mcse_check(s_draws, float(np.sum(w * s)))
-    print(f"p: z = {res_p.z:.2f} (ess {res_p.ess:.0f}); s: z = {res_s.z:.2f}")
+    ctrl = mcse_check(p_draws, (1 + Z_B) / (N_B + 2))  # noise ignored
+    print(f"p: z = {res_p.z:.2f} (ess {res_p.ess:.0f}), s: z = {res_s.z:.2f}, control {ctrl.z:.1f}")
     assert res_p.passed and res_s.passed
-    assert not mcse_check(p_draws, (1 + Z_B) / (N_B + 2)).passed  # noise ignored
+    assert not ctrl.passed
     assert not mcse_check(p_draws, 0.5).passed  # the prior
     assert acc_min >= math.exp(-EPS_B) * (1 - 1e-12)
 
