@@ -4,7 +4,6 @@ Every statistical assertion has false-alarm rate <= 1e-6 and a negative control 
 """
 
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -183,18 +182,17 @@ def test_sampler_ranges_refused(s, t, err):
         dl.sample_discrete_laplace(s, t, 3)
 
 
-def test_million_draws_take_seconds(rng):
-    dl.sample_discrete_laplace(1, 1, 10, rng=rng)  # compiled (cached) before timing
-    dg.sample_discrete_gaussian(*dg.gaussian_rational(Fraction(9)), 10, rng=rng)
-    t0 = time.perf_counter()
-    dl.sample_discrete_laplace(1, 1, 1_000_000, rng=rng)
-    t1 = time.perf_counter()
-    dg.sample_discrete_gaussian(*dg.gaussian_rational(Fraction(9)), 1_000_000, rng=rng)
-    t2 = time.perf_counter()
-    dl.sample_discrete_laplace(1, 1, 1_000_000)  # os.urandom
-    t3 = time.perf_counter()
-    # measured ~0.3 s, ~0.5 s, ~0.6 s on the 2-core dev machine; generous bound for shared CI
-    assert t1 - t0 < 10 and t2 - t1 < 10 and t3 - t2 < 10
+def test_million_draws_in_one_call(rng):
+    """10^6 draws in one vectorised call, from a generator and from os.urandom (no timing
+    threshold: their speed is a benchmark, not a test)."""
+    params = dg.gaussian_rational(Fraction(9))
+    for y in (
+        dl.sample_discrete_laplace(1, 1, 1_000_000, rng=rng),
+        dg.sample_discrete_gaussian(*params, 1_000_000, rng=rng),
+        dl.sample_discrete_laplace(1, 1, 1_000_000),  # os.urandom
+    ):
+        assert y.shape == (1_000_000,) and y.dtype == np.int64
+        assert np.unique(y).size > 10  # not a constant fill
 
 
 @pytest.mark.slow
