@@ -81,6 +81,9 @@ _CENTRE = _W * _ND + _D
 _BASE_MAX = (_NW - 1) * _ND + _D
 # integers up to this magnitude are exact in float64, and so are sums of two of them
 _EXACT = 2.0**52
+# da_step draws the uniforms inside the sweep from a Generator when at least this many are
+# needed (numba's dispatch on a Generator costs tens of microseconds; below, numpy draws them)
+_GENERATOR_IN_SWEEP = 2**15
 # relative allowance of the sensitivity check (rounding of the statistic)
 _SENS_RTOL = 1e-9
 
@@ -282,6 +285,9 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
     t_prop, t_cur, extra = recs
     idx, count, u, rejected = sel
     has_extra = extra.shape[0] > 0
+    # 1-d views, and unsigned indices (numba adds no negative-index wraparound for them)
+    tp = t_prop.reshape(t_prop.shape[0])
+    tc = t_cur.reshape(t_cur.shape[0])
     table = np.full(_NW * _ND, np.nan)
     s = stat[0]
     exact = _small_int(s)[1]  # s is an exact integer; then s = s_c + (base - _CENTRE) / _ND
@@ -289,8 +295,8 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
     lp_cur, lp_ok = 0.0, False  # log eta(z - s), evaluated when first needed
     n_rej, min_prob, sum_prob = 0, 1.0, 0.0
     for j in range(count):
-        i = idx[j]
-        a, c = t_prop[i, 0], t_cur[i, 0]
+        i = np.uintp(idx[np.uintp(j)])
+        a, c = tp[i], tc[i]
         d = a - c
         e = extra[i] if has_extra else 0.0
         di, d_int = _small_int(d)
@@ -298,7 +304,7 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
             table[:] = np.nan  # re-centre on the current statistic (amortised O(1))
             base, last_reset = _CENTRE, j
         slot = _table_slot(exact, base, di, d_int, e)
-        q = table[slot] if slot >= 0 else np.nan
+        q = table[np.uintp(slot)] if slot >= 0 else np.nan
         if q != q:
             if not lp_ok:
                 lp_cur, lp_ok = logpdf(z - s, p0), True
@@ -308,7 +314,7 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
             q = _threshold(log_ratio)
             if slot >= 0:
                 table[slot] = q
-        acc = _uniform(u, j) < q
+        acc = _uniform(u, np.uintp(j)) < q
         prob = 1.0 if q > 1.0 else q
         min_prob = prob if prob < min_prob else min_prob
         sum_prob += prob
@@ -318,8 +324,8 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
         s = s_new if moved else s
         base = base + di * _ND if moved else base
         lp_ok &= not moved
-        t_cur[i, 0] = a if acc else c
-        rejected[n_rej] = i
+        tc[i] = a if acc else c
+        rejected[np.uintp(n_rej)] = i
         n_rej += not acc
     stat[0] = s
     return n_rej, min_prob, sum_prob
@@ -749,17 +755,18 @@ def da_step(state, t_prop, u, noise, extra=None, inplace=False):
     n = t_cur.shape[0]
     idx = np.empty(n, np.int64)
     count = _list_and_check(DAState(t_cur, const, stat), t_prop, extra, noise, idx)
-    if not isinstance(u, np.random.Generator):
+    if isinstance(u, np.random.Generator):
+        if count < _GENERATOR_IN_SWEEP:
+            u = u.random(count)  # the same numbers; cheaper to hand to numba than a Generator
+    else:
         u = np.ascontiguousarray(u, dtype=np.float64)
         if u.shape[0] < count:
             raise ValueError(f"{count} uniforms needed, got {u.shape[0]}")
-    z = np.ascontiguousarray(noise.z, dtype=np.float64)
     params = np.ascontiguousarray(noise.params, dtype=np.float64)
-    shared = bool(np.all(params == params[:1]))
+    sweep = specialized_da_sweep_cached(noise.logpdf, bool(np.all(params == params[:1])))
     rejected = np.empty(count, np.int64)
-    n_acc, mn, mean, n_rej = _sweep(
-        stat, (z, params), (t_prop, t_cur, extra), (idx, count, u, rejected), noise.logpdf, shared
-    )
+    z = np.ascontiguousarray(noise.z, dtype=np.float64)
+    n_acc, mn, mean, n_rej = sweep(stat, z, t_prop, t_cur, extra, idx, count, u, params, rejected)
     info = DAInfo(int(n_acc), float(mn), float(mean), rejected[:n_rej].copy(), int(count))
     if inplace:
         stat_in[:] = stat

@@ -177,6 +177,23 @@ def test_kernels_equal_reference_bit_for_bit(rng, name, mech):
         assert np.array_equal(state.t_cur, t_cur)  # pure: the input state is unchanged
 
 
+def test_generator_drawn_inside_the_sweep_gives_the_array_path(rng):
+    """Above 2**15 changed records, da_step draws from the Generator inside the kernel: the
+    same numbers as ``random(count)``, so the same transition and the same generator state."""
+    n = 200_000
+    t_cur, t_prop = _records(rng, n, 1, "count")
+    mech = Laplace(scale=1.0)
+    noise = DANoise(t_cur.sum(0) + 0.4, mech.numba_logpdf, mech.numba_params[None, :])
+    state = da_init(t_cur, np.zeros(1))
+    g1, g2 = np.random.default_rng(11), np.random.default_rng(11)
+    new1, info1 = da_step(state, t_prop, g1, noise)
+    assert info1.n_changed >= 2**15
+    new2, info2 = da_step(state, t_prop, g2.random(info1.n_changed), noise)
+    assert np.array_equal(new1.t_cur, new2.t_cur) and np.array_equal(new1.stat, new2.stat)
+    assert np.array_equal(info1.rejected, info2.rejected) and info1[:3] == info2[:3]
+    assert g1.random() == g2.random()
+
+
 def test_empty_extra_equals_zero_extra_and_vector_statistic_in_record_order(rng):
     t_cur, t_prop = _records(rng, 500, 3, "real")
     const = rng.normal(size=3)
