@@ -382,3 +382,21 @@ def test_records_from_replacements_last_offer_wins():
     # nothing replaced: copies of the current records
     same = records_from_replacements(cur, offers, np.full(a, -1))
     assert all(np.array_equal(s, c) and s is not c for s, c in zip(same, cur, strict=True))
+
+
+def test_group_state_against_numpy_unique():
+    """Groups of equal rows: the distinct rows, each position's group, the counts and the
+    contiguous layout, against ``np.unique(axis=0)`` (rows of 3 columns with many ties)."""
+    rng = np.random.default_rng(SEED)
+    t_cur = rng.integers(0, 2, size=(40, 3)).astype(np.float64)
+    t_off = rng.integers(0, 3, size=(25, 3)).astype(np.float64)
+    gs, g_off = group_state(np.zeros(3), t_cur, t_off)
+    rows, inv = np.unique(np.concatenate([t_cur, t_off]), axis=0, return_inverse=True)
+    np.testing.assert_array_equal(gs.rows, rows)
+    np.testing.assert_array_equal(gs.gid, inv.ravel()[:40])
+    np.testing.assert_array_equal(g_off, inv.ravel()[40:])
+    np.testing.assert_array_equal(gs.count, np.bincount(gs.gid, minlength=len(rows)))
+    for g in range(len(rows)):
+        members = gs.perm[gs.start[g] : gs.start[g + 1]]
+        assert np.all(gs.gid[members] == g)
+    np.testing.assert_array_equal(gs.perm[gs.where], np.arange(40))
