@@ -42,7 +42,7 @@ from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
 EPS = 1.0
 P_TRUE = 0.3
-SIZES = [(10**3, 200), (10**5, 30), (10**6, 9), (10**7, 5)]  # (n, repeats)
+SIZES = [(10**3, 500), (10**5, 60), (10**6, 25), (10**7, 7)]  # (n, repeats)
 
 
 def model(n, seed=0):
