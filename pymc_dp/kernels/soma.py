@@ -53,9 +53,15 @@ without a new density evaluation; ``log w_cur`` and those terms are recomputed f
 statistic after each accepted attempt.
 
 A sweep is ``n`` attempts (:func:`soma_sweep_kernel`), each O(n m), so O(n^2 m) per sweep: SOMA
-is for small and moderate ``n`` (hundreds to a few thousands of records). Which offer lands where
-is returned as a list of positions, and :func:`records_from_replacements` builds the new record
-arrays from it (vectorized: the last offer to land on a position wins).
+is for small and moderate ``n`` (hundreds to a few thousands of records). Positions whose
+contribution rows are equal have equal weights: :func:`soma_sweep_grouped_kernel` keeps the
+positions grouped by row (``K`` distinct rows) and picks a group with probability
+``count_g w_g / W``, then a position of it uniformly, the same law in O(K m) per attempt (plus
+O(K) to move an accepted position between groups): discrete records scale to large ``n``.
+
+Which offer lands where is returned as a list of positions, and
+:func:`records_from_replacements` builds the new record arrays from it (vectorized: the last
+offer to land on a position wins).
 """
 
 from __future__ import annotations
