@@ -153,7 +153,7 @@ class _Checker:
     """Evaluates ``[T, sum_i t(x_i), rows]`` with given records put into a point."""
 
     def __init__(self, g, t_flat):
-        self.check = g.compile([g.T_flat, t_flat.sum(0), pt.stack(g.row_terms)])
+        self.check = g.compile_check([g.T_flat, t_flat.sum(0), pt.stack(g.row_terms)])
         self.pos = g.pos
         self.args = g.args
         self.n = g.n

@@ -29,6 +29,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.pytensorf import compile
+from pytensor.compile.mode import Mode
 
 from pymc_dp.distributions.release import is_release, record_parents
 from pymc_dp.step_methods.claims import direct_rv_parents
@@ -41,7 +42,18 @@ from pymc_dp.step_methods.da_checks import (
 from pymc_dp.step_methods.da_proposals import reseed
 from pymc_dp.step_methods.row_locality import ROW, Coupled, Unknown, row_states
 
-__all__ = ["BlockGraph", "BuildOptions", "block_graph", "is_zeros", "partition", "rows"]
+#: the mode of functions run only by construction-time checks (no C/numba compilation)
+CHECK_MODE = Mode(linker="py", optimizer="fast_compile")
+
+__all__ = [
+    "CHECK_MODE",
+    "BlockGraph",
+    "BuildOptions",
+    "block_graph",
+    "is_zeros",
+    "partition",
+    "rows",
+]
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,17 @@ class BlockGraph:
         """Compile ``outputs`` as a function of the model's value variables (+ extra inputs)."""
         inputs = [*self.model.value_vars, *extra_inputs]
         return compile(inputs, outputs, on_unused_input="ignore", **self.ck)
+
+    def compile_check(self, outputs, extra_inputs=()):
+        """:meth:`compile` for a function run only by the construction-time checks.
+
+        It runs a few times, so it is not worth a C or numba compilation (most of a cold
+        step construction was spent compiling C modules of check-only graphs): PyTensor's
+        Python linker with the ``fast_compile`` rewrites (:data:`CHECK_MODE`).
+        """
+        inputs = [*self.model.value_vars, *extra_inputs]
+        ck = {**self.ck, "mode": CHECK_MODE}
+        return compile(inputs, outputs, on_unused_input="ignore", **ck)
 
 
 def _record_lengths(model, rvs, ip) -> dict:
@@ -318,9 +341,9 @@ def block_graph(opts: BuildOptions, block_rvs) -> BlockGraph:
 def _check_undecided(g: BlockGraph) -> None:
     """Numerical row check at random points for the terms without a structural rule."""
     rng = np.random.default_rng(20261123)
-    prop_fn = g.compile(g.prop_vals)
+    prop_fn = g.compile_check(g.prop_vals)
     rc = RowCheck(
-        rows_fn=g.compile(pt.stack(g.row_terms)),
+        rows_fn=g.compile_check(pt.stack(g.row_terms)),
         prop_fn=prop_fn,
         base=g.args,
         pos=g.pos,

@@ -93,8 +93,8 @@ def _check_records(g) -> None:
     """Forward-samplable and conditionally independent (numerically, at the initial point)."""
     args = g.args
     pos = g.pos
-    prop_fn = g.compile(g.prop_vals)
-    rows_fn = g.compile(pt.stack(g.row_terms))
+    prop_fn = g.compile_check(g.prop_vals)
+    rows_fn = g.compile_check(pt.stack(g.row_terms))
     reseed(prop_fn, np.random.default_rng(12345))
     cur = [args[p_] for p_ in pos]
     try:

@@ -30,6 +30,7 @@ import copy
 
 import numpy as np
 from pymc.pytensorf import compile
+from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, NormalRV
@@ -185,6 +186,10 @@ def _fixed(outs) -> bool:
     return all(isinstance(i, Constant) for i in graph_inputs(outs))
 
 
+# a constant size is evaluated once: no C/numba compilation for it
+_CONST_MODE = Mode(linker="py", optimizer="fast_compile")
+
+
 def _direct_spec(g, rv, value):
     """The :class:`DirectProposer` spec of record ``rv`` of block graph ``g``, or None."""
     model, ck = g.model, g.ck
@@ -196,7 +201,7 @@ def _direct_spec(g, rv, value):
     size_spec = None
     if not isinstance(size.type, NoneTypeT):
         if _fixed([size]):
-            size_spec = tuple(int(i) for i in compile([], size, **ck)())
+            size_spec = tuple(int(i) for i in compile([], size, mode=_CONST_MODE)())
         else:
             outs.append(model.replace_rvs_by_values([size])[0])
             size_spec = "fn"
