@@ -273,6 +273,14 @@ def _advanced(node, ins, n):
 def _blockwise(node, ins):
     op = node.op
     out = node.outputs[0]
+    if (
+        isinstance(op.core_op, Dot)
+        and node.inputs[0].type.ndim == 2
+        and ins[0] == ROW
+        and _is_free(ins[1])
+    ):
+        # ``X @ B`` (matmul) with the records as the rows of X: row i is X[i] @ B
+        return ROW
     out_batch = out.type.ndim - len(op.outputs_sig[0])
     if out_batch < 1:
         return Coupled(node, "takes the record axis as a core dimension")

@@ -1,4 +1,5 @@
-"""Per-record Categorical probabilities (``theta[y]``) are row-local: the naive Bayes model.
+"""Row-local terms that issue 7's structural check refused: per-record Categorical
+probabilities (``theta[y]``, the naive Bayes model) and ``X @ beta`` (the regression model).
 
 PyMC's Categorical log-density gathers ``p[arange(n).reshape(-1, 1), x[:, None]]``; the
 reshaped ``arange`` is still the identity index of the record axis. Issue 7's structural check
@@ -56,3 +57,27 @@ def test_reordered_index_still_refused():
     assert isinstance(row_states([lp], start, N)[lp], Coupled)
     with model, pytest.raises(ValueError, match="not conditionally independent"):
         DataAugmentation([y, x])
+
+
+def test_matmul_with_records_as_rows_is_row_local():
+    X, Y = pt.matrix("X"), pt.matrix("Y")
+    beta = pt.vector("beta")
+    good = X @ beta + 1.0
+    bad = (X @ Y.T).sum(-1)  # control: row i reads every record of Y
+    st = row_states([good, bad], {X: ROW, Y: ROW}, 5)
+    assert st[good] == ROW
+    assert isinstance(st[bad], Coupled)
+
+
+def test_regression_records_get_data_augmentation():
+    """Ju et al.'s regression: ``y ~ N(beta0 + X @ beta[1:], 1)`` with private (X, y)."""
+    n = 8
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 2.0, shape=3)
+        X = pm.Normal("X", 0.0, 1.0, shape=(n, 2))
+        y = pm.Normal("y", beta[0] + X @ beta[1:], 1.0, shape=n)
+        stat = pt.concatenate([(X * y[:, None]).sum(0), (y * y).sum()[None]])
+        Release("z", pt.clip(stat, -50.0, 50.0), Laplace(scale=1.0), observed=np.zeros(3))
+        step = DataAugmentation([X, y])
+        new, _ = step.step(model.initial_point())
+    assert new["X"].shape == (n, 2)
