@@ -35,7 +35,7 @@ the thresholds are memoised in a table indexed by ``(s - s_c, d)`` for ``|s - s_
 so the noise density and the exponential are evaluated a handful of times per sweep instead of
 once per record. The memoised value is the very float that the direct evaluation returns (the
 same expression of the same inputs), so decisions are identical. The accept/reject update is
-branch-free (selects), which removes the mispredicted branch per record.
+written with selects rather than branches.
 
 An optional per-record term ``extra_i`` is added to the log acceptance ratio: it is
 ``log p(y_i | x_i') - log p(y_i | x_i)`` for observed per-record children ``y_i`` of the record
