@@ -40,8 +40,12 @@ For a base ``p`` on the non-negative integers (Poisson, NegativeBinomial) and a 
 each observation ``z`` sums ``y`` over a window ``[lo, hi]``, the shorter of (see
 :func:`truncated_sum_window`) the *noise window*, from ``W`` points below ``min(c, m)`` to
 ``W`` points above ``max(c, m)``, where ``c = max(round(z), 0)`` (``floor`` for the Laplace
-mechanism), ``m`` is the base's mean (moved towards ``c`` if needed) and ``W`` makes
-``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``); and the *base window*, the
+mechanism), ``m`` is the base's mean and ``W`` makes
+``eta(W + 1) <= eta(0) e^{-TAIL_NATS}`` (``TAIL_NATS = 70``) -- or, where that is longer than
+the cap below (a far observation), the longest allowed window centred on the mode of
+``h(y) = log p(y) + log eta(z - y)``, found by bisection on ``h(y + 1) - h(y)`` (the mode lies
+between ``c`` and ``m``; it is where the mass of ``y`` given ``z`` is: near ``z`` when the noise
+is lighter-tailed than the base, near ``m`` when it is heavier); and the *base window*, the
 base's mean plus or minus a half-width holding its bulk (for observations within 25 nats of
 noise of the mean), whose length does not grow with the noise scale. The common window length
 is capped at ``MAX_GRID_CELLS // records``, so the grid never holds more than
@@ -56,10 +60,15 @@ any window
 The tail probabilities are bounded from above in log space (the smaller of the regularized
 incomplete gamma/beta function, floored at 1e-300, and the geometric-series bound
 ``P(Y > k) <= p(k + 1) / (1 - rho)`` with ``rho`` a bound on ``p(j + 1)/p(j)``, ``j > k``).
-At run time the sum ``B`` of the two bounds is checked against the computed partial sum
-``S``: ``log B - log S <= log(1e-12)``, so the relative error of ``p(z)`` is at most 1e-12.
-Where the check fails, the log-likelihood is ``-inf``: never a silently wrong number
-(``tests/distributions/test_marginals.py`` forces failures with a narrow window).
+When ``h`` is concave (Poisson, NegativeBinomial with ``n >= 1``; every built-in noise is
+log-concave), each side also has the bound of a geometric series of ``h`` itself: beyond
+``hi`` the increments of ``h`` are at most ``s = h(hi + 1) - h(hi) < 0``, so the neglected
+sum is at most ``e^{h(hi + 1)} / (1 - e^{s})`` (and the mirror image below ``lo``); the
+smaller bound is used. At run time the sum ``B`` of the two bounds is checked against the
+computed partial sum ``S``: ``log B - log S <= log(1e-12)``, so the relative error of
+``p(z)`` is at most 1e-12. Where the check fails, the log-likelihood is ``-inf``: never a
+silently wrong number (``tests/distributions/test_marginals.py`` forces failures with a
+narrow window).
 
 Parameter checks
 ----------------
@@ -745,14 +754,64 @@ def _(op, params, lpmf):
 _NEAR_NATS = 25.0
 
 
+@functools.singledispatch
+def _pmf_step(op, params, y):
+    """``log p(y + 1) - log p(y)`` of a count base (non-increasing in ``y`` if log-concave)."""
+    raise NotImplementedError(f"no pmf ratio for {type(op).__name__}")
+
+
+@_register_base(_pmf_step, pm.Poisson)
+def _(op, params, y):
+    (mu,) = params
+    return pt.log(mu) - pt.log1p(y)
+
+
+@_register_base(_pmf_step, pm.NegativeBinomial)
+def _(op, params, y):
+    n, p = params
+    return pt.log1p(-p) + pt.log(y + n) - pt.log1p(y)
+
+
+#: bisection steps of :func:`_posterior_mode` (integers below 2**56)
+_MODE_STEPS = 56
+
+
+def _posterior_mode(value, base_rv, mechanism, upper):
+    """The smallest integer ``y`` in ``[0, upper]`` where ``log p(y) + log eta(z - y)`` stops
+    increasing: its mode when ``p`` and ``eta`` are log-concave (Poisson, NegativeBinomial
+    with ``n >= 1``; every built-in noise), by bisection on the increment.
+
+    Elsewhere it is some point of ``[0, upper]``; the window built on it is still valid (the
+    tail bound decides what it certifies).
+    """
+    op = base_rv.owner.op
+    params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
+
+    if _log_ratio(mechanism, value, np.float64(-1.0)) is None:
+        raise NotImplementedError(f"no density ratio for {type(mechanism).__name__} noise")
+
+    def step(y):  # h(y + 1) - h(y)
+        noise = _log_ratio(mechanism, value - y, np.float64(-1.0))
+        return _pmf_step(op, params, y) + noise
+
+    lo = pt.zeros_like(value)
+    hi = pt.broadcast_to(upper, value.shape)
+    for _ in range(_MODE_STEPS):
+        mid = pt.floor(np.float64(0.5) * (lo + hi))
+        down = pt.le(step(mid), 0.0)
+        lo, hi = pt.switch(down, lo, mid + 1.0), pt.switch(down, mid, hi)
+    return pt.minimum(lo, hi)
+
+
 def truncated_sum_window(value, base_rv, mechanism):
     """``(start, length)``: the first point of each record's window and the common length.
 
     Each record sums ``y`` over ``[start, start + length - 1]``, the shorter of
 
     * the *noise window*, from ``W`` points below ``min(c, m)`` to ``W`` above ``max(c, m)``
-      (``c`` the observation, ``m`` the base's mean moved at most ``reach`` points from ``c``,
-      ``W`` the noise half-width of ``TAIL_NATS``), and
+      (``c`` the observation, ``m`` the base's mean, ``W`` the noise half-width of
+      ``TAIL_NATS``); where that is longer than the cap below, the longest window allowed,
+      centred on the mode of ``p(y) eta(z - y)`` (:func:`_posterior_mode`), and
     * the *base window*, ``m`` plus or minus the base's bulk half-width (used for records
       within ``_NEAR_NATS`` nats of noise of ``m``): its length does not grow with the noise
       scale, so a small epsilon no longer makes a records x (140 / epsilon) grid.
@@ -772,11 +831,16 @@ def truncated_sum_window(value, base_rv, mechanism):
     # the base's mean (invalid or non-finite parameters in warm-up: the observation)
     m = zero_grad(pt.broadcast_to(pt.round(center), value.shape))
     m = pt.switch(pt.isfinite(m), pt.clip(m, 0.0, limit), c)
-    # noise window: stretched from the observation towards the mean, at most `reach` points
-    reach = pt.maximum(cap - (2 * w + 2), 0).astype("float64")
-    m_a = pt.clip(m, c - reach, c + reach)
-    start_a = pt.maximum(pt.minimum(c, m_a) - w, 0.0)
-    end_a = pt.maximum(c, m_a) + w
+    # noise window: from W below the lower to W above the higher of observation and mean;
+    # where that exceeds the cap, the longest allowed window centred on the mode of
+    # p(y) eta(z - y), which lies between them (the posterior mass of y given z)
+    start_a = pt.maximum(pt.minimum(c, m) - w, 0.0)
+    end_a = pt.maximum(c, m) + w
+    too_long = pt.gt(end_a - start_a + 1.0, cap.astype("float64"))
+    half = pt.floor((cap - 1) / 2).astype("float64")
+    mode = zero_grad(_posterior_mode(value, base_rv, mechanism, pt.maximum(c, m) + 1.0))
+    start_a = pt.switch(too_long, pt.maximum(mode - half, 0.0), start_a)
+    end_a = pt.switch(too_long, pt.maximum(mode - half, 0.0) + 2.0 * half, end_a)
     # base window
     wb = zero_grad(pt.broadcast_to(pt.ceil(width), value.shape)) + 1.0
     start_b = pt.maximum(m - wb, 0.0)
@@ -787,6 +851,53 @@ def truncated_sum_window(value, base_rv, mechanism):
     length = pt.max(end - start).astype("int64") + 1
     length = pt.minimum(pt.maximum(length, 1), cap)
     return start, length
+
+
+@functools.singledispatch
+def _log_concave_base(op, params):
+    """Whether the base pmf is log-concave (a symbolic or Python bool; False by default)."""
+    return False
+
+
+@_register_base(_log_concave_base, pm.Poisson)
+def _(op, params):
+    return True
+
+
+@_register_base(_log_concave_base, pm.NegativeBinomial)
+def _(op, params):
+    return pt.all(pt.ge(params[0], 1.0))  # (y + n) / (y + 1) non-increasing for n >= 1
+
+
+def _log_concave(base_rv, mechanism):
+    """Whether ``h(y) = log p(y) + log eta(z - y)`` is concave in ``y``.
+
+    The built-in noise laws (those with a :func:`_log_ratio`) are all log-concave.
+    """
+    if _log_ratio(mechanism, pt.constant(np.float64(1.0)), np.float64(1.0)) is None:
+        return False
+    params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
+    return _log_concave_base(base_rv.owner.op, params)
+
+
+def _h(base_rv, mechanism, value, y):
+    """``log p(y) + log eta(value - y)`` (``-inf`` for ``y < 0``)."""
+    lp = pm.logp(_float64_base(base_rv), pt.maximum(y, 0.0).astype("int64"), warn_rvs=False)
+    lp = pt.switch(pt.ge(y, 0.0), lp, -np.inf)
+    return lp + mechanism.logpdf_pt(value - y)
+
+
+def _concave_tail(h_out, h_in, concave):
+    """Bound on ``log sum_{k >= 0} e^{h(y_out + k s)}`` beyond an end of a concave ``h``:
+    ``h_out - log(1 - e^{h_out - h_in})`` when ``h`` still falls outwards there, else inf."""
+    falls = pt.lt(h_out, h_in) & pt.isfinite(h_in)
+    gap = pt.switch(falls, h_out - h_in, np.float64(-1.0))
+    bound = pt.switch(falls, h_out - pt.log1mexp(gap), np.inf)
+    return pt.switch(
+        pt.as_tensor_variable(np.bool_(concave) if isinstance(concave, bool) else concave),
+        bound,
+        np.inf,
+    )
 
 
 def truncated_sum_marginal(value, base_rv, mechanism):
@@ -803,16 +914,21 @@ def truncated_sum_marginal(value, base_rv, mechanism):
     end = start + (length - 1).astype("float64")
     base_lp = pm.logp(_float64_base(base_rv), y.astype("int64"), warn_rvs=False)
     noise_lp = mechanism.logpdf_pt(value - y)
-    lse = safe_logsumexp(base_lp + noise_lp, axis=0)
+    terms = base_lp + noise_lp
+    lse = safe_logsumexp(terms, axis=0)
     # neglected mass: sup of eta beyond each end times the base tail probability there (the
     # observation may lie beyond an end: then the sup is eta(0))
     zero = np.float64(0.0)
     upper = mechanism.logpdf_pt(pt.maximum(end + 1.0 - value, zero)) + log_above(end)
-    lower = pt.switch(
-        start > 0,
-        mechanism.logpdf_pt(pt.maximum(value - (start - 1.0), zero)) + log_below(start),
-        -np.inf,
-    )
+    lower = mechanism.logpdf_pt(pt.maximum(value - (start - 1.0), zero)) + log_below(start)
+    # and, for a log-concave h(y) = log p(y) + log eta(z - y), the geometric series of h
+    # beyond each end (its increments there are at most the last one inside)
+    concave = _log_concave(base_rv, mechanism)
+    h_after = _h(base_rv, mechanism, value, end + 1.0)
+    h_before = _h(base_rv, mechanism, value, start - 1.0)
+    upper = pt.minimum(upper, _concave_tail(h_after, terms[-1], concave))
+    lower = pt.minimum(lower, _concave_tail(h_before, terms[0], concave))
+    lower = pt.switch(start > 0, lower, -np.inf)
     bound = pt.logaddexp(upper, lower)
     ok = zero_grad(bound - lse) <= np.float64(math.log(TAIL_TOL))
     return _check_base_parameters(pt.switch(ok, lse, -np.inf), base_rv)

@@ -379,11 +379,12 @@ def test_truncated_sum_wide_noise_values_exact():
 def test_truncated_sum_grid_capped_never_silently_wrong(monkeypatch):
     """Error path: a grid that would exceed MAX_GRID_CELLS is cut to it; what the cut window
     cannot certify is -inf (never a wrong number, never a MemoryError)."""
-    monkeypatch.setattr(marg, "MAX_GRID_CELLS", 40000)
+    # (windows centred on the mode certify most records at 400 cells each: 280 leaves some out)
+    monkeypatch.setattr(marg, "MAX_GRID_CELLS", 28000)
     mech = DiscreteGaussian(sigma=30.0)
     z = np.arange(-200, 2000, 22)  # 100 records, windows of ~1000 points would be needed
     make = lambda: pm.Poisson.dist(np.float64(500.0))  # noqa: E731
-    assert _grid_cells(z.astype(np.float64), make, mech) <= 40000
+    assert _grid_cells(z.astype(np.float64), make, mech) <= 28000
     lp = pm.logp(Privatized.dist(make(), mech, shape=z.shape), z).eval()
     from scipy import special, stats
 
@@ -395,3 +396,85 @@ def test_truncated_sum_grid_capped_never_silently_wrong(monkeypatch):
     assert (~finite).any() and finite.any()
     assert np.all(lp[~finite] == -np.inf)
     np.testing.assert_allclose(lp[finite], ref[finite], rtol=1e-11)
+
+
+# ---------------------------------------------------------------------------------------------
+# truncated sums at far observations: the window is centred on the mass (issue 8, item 4)
+
+
+def _mp_log_eta_shape(mech, t):
+    """``log eta(t) - log eta(0)`` in mpmath."""
+    if mech.family == "laplace":
+        return -abs(t) / mp.mpf(mech.scale)
+    if mech.family == "geometric":
+        return mp.mpf(mech.log_alpha) * abs(t)
+    return -(t**2) / (2 * mp.mpf(mech.sigma) ** 2)
+
+
+def _mp_count_logpmf(kind, params, y):
+    y = mp.mpf(y)
+    if kind == "poisson":
+        mu = mp.mpf(params[0])
+        return y * mp.log(mu) - mu - mp.loggamma(y + 1)
+    n, p = (mp.mpf(v) for v in params)
+    return (
+        mp.loggamma(y + n) - mp.loggamma(n) - mp.loggamma(y + 1) + n * mp.log(p) + y * mp.log1p(-p)
+    )
+
+
+def _mp_far_reference(kind, params, mech, z, around):
+    """``log sum_y p(y) eta(z - y)`` in 30-digit mpmath over ``around +- 1500`` (the terms
+    outside are below e^-100 of the largest: checked by the two end terms)."""
+    with mp.workdps(30):
+        lo = max(0, int(around) - 1500)
+        # the noise's log-density up to its constant (the discrete Gaussian's theta series
+        # is summed once)
+        const = _mp_log_eta(mech, mp.mpf(0))
+        terms = [
+            _mp_count_logpmf(kind, params, y) + _mp_log_eta_shape(mech, mp.mpf(z) - y) + const
+            for y in range(lo, int(around) + 1501)
+        ]
+        top = max(terms)
+        assert terms[-1] < top - 100 and (lo == 0 or terms[0] < top - 100)
+        return _mp_logsumexp(terms)
+
+
+# (kind, params, mechanism, observations, argmax of the summand: scipy, brute force)
+FAR_CASES = [
+    # light-tailed noise, far observation: the mass hugs z (mode ~ z - sigma^2 log(z/mu))
+    ("poisson", (30.0,), DiscreteGaussian(sigma=40.0), [1e6, 3e4], [983_364, 19_626]),
+    # noise heavier than the NB tail: the mass stays at the NB bulk however far z is
+    ("negbin", (2.0, 2.0 / 7.0), Laplace(scale=5.0), [1e5 + 0.3, 3e7 + 0.3], [6, 6]),
+    ("negbin", (2.0, 2.0 / 7.0), Geometric(epsilon=0.1), [2e6, -5e4], [3, 1]),
+    # NB tail heavier than the noise: the mass follows z
+    ("negbin", (3.0, 0.01), DiscreteGaussian(sigma=5.0), [1e6], [1e6]),
+]
+
+
+@pytest.mark.parametrize(("kind", "params", "mech", "zs", "around"), FAR_CASES)
+def test_truncated_sum_far_observations_vs_mpmath(monkeypatch, kind, params, mech, zs, around):
+    """A grid cap of 2000 cells (what ~10^4 records get) used to leave the mass outside the
+    window for far observations (-inf); the window is now centred on the mode."""
+    monkeypatch.setattr(marg, "MAX_GRID_CELLS", 2000)
+    if kind == "poisson":
+        base = pm.Poisson.dist(np.float64(params[0]))
+    else:
+        base = pm.NegativeBinomial.dist(n=np.float64(params[0]), p=np.float64(params[1]))
+    z = np.array(zs, dtype=np.float64)
+    lp = pm.logp(Privatized.dist(base, mech, shape=z.shape), z).eval()
+    for got, zi, ai in zip(lp, zs, around, strict=True):
+        ref = _mp_far_reference(kind, params, mech, zi, ai)
+        _check(float(got), ref, 1e-11, (kind, mech, zi))
+
+
+def test_posterior_mode_is_the_argmax():
+    """The bisection returns the argmax of log p(y) + log eta(z - y) (brute force)."""
+    from scipy import stats
+
+    mech = DiscreteGaussian(sigma=7.0)
+    z = np.array([-40.0, 0.0, 12.0, 300.0, 5000.0])
+    base = pm.NegativeBinomial.dist(n=np.float64(2.5), p=np.float64(0.1))
+    mode = marg._posterior_mode(pt.as_tensor(z), base, mech, pt.as_tensor(np.float64(6000.0)))
+    ys = np.arange(0, 6001)
+    h = stats.nbinom.logpmf(ys, 2.5, 0.1)[None, :] + mech.logpdf(z[:, None] - ys[None, :])
+    np.testing.assert_array_equal(mode.eval(), ys[np.argmax(h, axis=1)])
