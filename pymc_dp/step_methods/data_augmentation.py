@@ -274,7 +274,17 @@ class DataAugmentation(BlockedStep):
         (Ju et al. 2022); ``"soma"``, single offer multiple attempts (Xiong & Ju 2025,
         :mod:`pymc_dp.step_methods.soma`), for exchangeable records with an additive statistic
         and no observed per-record children (checked at construction: ``ValueError``
-        otherwise). Any other value is a ``ValueError``.
+        otherwise). Any other value is a ``ValueError``. On the Ju et al. regression SOMA
+        mixes no better per draw than DA and costs about 20 times more per sweep
+        (``benchmarks/RESULTS.md``), so ``"da"`` stays the default.
+
+    Warns
+    -----
+    UserWarning
+        When a release is nearly uninformative about the records: the fraction of missing
+        information (:func:`pymc_dp.step_methods.soma.missing_information_fraction`) exceeds
+        0.99 in every released component of an additive block, at the initial point. The
+        release then adds little to the prior and the chain mixes slowly.
 
     Notes
     -----
@@ -331,6 +341,9 @@ class DataAugmentation(BlockedStep):
             specs = [build_spec(block_graph(opts, b)) for b in partition(model, rvs, opts.ip)]
         self._blocks = [_Block(s, BlockScratch.for_spec(s)) for s in specs]
         self._sweeps = [self._pick_sweep(s, opts) for s in specs]
+        for s in specs:
+            if not s.generic:
+                _soma_module().warn_if_uninformative(opts.model, s, opts.ip)
         self._reset_rngs()
 
     # ------------------------------------------------------------------ sweeps

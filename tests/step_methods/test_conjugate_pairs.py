@@ -412,6 +412,7 @@ def _assert_mean(draws, exact, naive):
     assert abs(mean - naive) > 4.89 * mcse, (mean, naive, mcse)
 
 
+@pytest.mark.filterwarnings("ignore:records .* the release is nearly uninformative:UserWarning")
 def test_release_gamma_exponential_end_to_end():
     """lam ~ Gamma(2, 1), records x_i ~ Exponential(lam) (n = 10), released z = sum x +
     Laplace(10). pm.sample assigns ConjugateGibbs to lam and DataAugmentation to x. Exact:

@@ -289,7 +289,10 @@ def test_missing_information_fraction_and_warning():
         with pm.Model() as model:
             x = pm.Bernoulli("x", p=0.5, shape=n)
             Release("z", x.sum(), Laplace(epsilon=eps), observed=20.0)
-        spec, _ = _block(model, [x])
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            spec, _ = _block(model, [x])  # DataAugmentation warns at construction
+        assert any("missing information" in str(r.message) for r in rec) is warn
         var = release_noise_variances(model, spec)
         assert var.tolist() == [2.0 / eps**2]
         exact = var[0] / (var[0] + n * 0.25)
