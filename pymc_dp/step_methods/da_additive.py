@@ -43,15 +43,15 @@ from pytensor.graph.replace import graph_replace, vectorize_graph
 from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.type import RandomType
 
-from pymc_dp.kernels.da_sweep import changed_records, specialized_da_sweep_cached
+from pymc_dp.kernels.da_sweep import DANoise, DAState, SensitivityExceeded, da_step
 from pymc_dp.step_methods.da_blocks import is_zeros
 from pymc_dp.step_methods.da_checks import (
     additive_consts,
     check_rows,
-    check_sensitivity,
     differing_records,
     forward_error,
     mixtures,
+    sensitivity_message,
 )
 
 __all__ = ["AdditiveFit", "SweepResult", "additive_sweep", "compile_additive", "per_record"]
@@ -283,25 +283,26 @@ def additive_sweep(spec, scratch, args, rng) -> SweepResult:
     t_cur = _current_t(spec, scratch, args, cur)
     props = spec.proposer.draw(args, rng)
     res = spec.fn(*args, *props)
-    t_prop = res[0]
-    if not t_prop.flags.c_contiguous:
-        t_prop = np.ascontiguousarray(t_prop)
-    extra = np.ascontiguousarray(res[1], dtype=np.float64) if spec.has_extra else scratch.zeros
-    stat = np.empty_like(spec.const)
-    count = changed_records(t_prop, t_cur, extra, spec.const, stat, scratch.idx)
-    check_sensitivity(spec, t_prop, t_cur, scratch.idx, count)
-    if spec.free_T:
-        stat = np.array(res[-1], dtype=np.float64).reshape(-1)
-    u = rng.random(out=scratch.u[:count])
-    sweep = specialized_da_sweep_cached(spec.logpdf, spec.shared)
-    acc, mn, mean, n_rej = sweep(
-        stat, spec.z, t_prop, t_cur, extra, scratch.idx, count, u, spec.params, scratch.rejected
-    )
+    extra = np.ascontiguousarray(res[1], dtype=np.float64) if spec.has_extra else None
+    const = spec.const
+    if spec.free_T:  # C depends on other variables: C = T(current records) - sum_i t(x_i)
+        const = np.asarray(res[-1], dtype=np.float64).reshape(-1) - t_cur.sum(axis=0)
+    state = DAState(t_cur, const, np.empty_like(const))
+    try:
+        _, info = da_step(state, res[0], rng, _noise(spec), extra, inplace=True)
+    except SensitivityExceeded as e:
+        raise ValueError(sensitivity_message(spec, e.record, e.release, e.change)) from None
     # the proposal arrays are fresh: they become the new records, with the rejected rows
     # restored from the current ones
-    rej = scratch.rejected[:n_rej]
+    rej = info.rejected
     for prop, c in zip(props, cur, strict=True):
         prop[rej] = c[rej]
     scratch.t_cur = t_cur
     scratch.last = props
-    return SweepResult(props, acc, mn, mean)
+    return SweepResult(props, info.n_accepted, info.min_prob, info.mean_prob)
+
+
+def _noise(spec) -> DANoise:
+    """The kernel's view of the block's releases (values, noise law, declared sensitivities)."""
+    sens = spec.sens if spec.sens is not None and np.isfinite(spec.sens).any() else None
+    return DANoise(spec.z, spec.logpdf, spec.params, sens, spec.comp_release, spec.l2)

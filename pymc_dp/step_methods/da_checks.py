@@ -8,7 +8,8 @@ The checks run at step construction (see :mod:`pymc_dp.step_methods.data_augment
   log-density terms (:func:`check_rows`, and :func:`check_rows_randomized` for terms the
   structural analysis of :mod:`pymc_dp.step_methods.row_locality` cannot decide);
 * declared sensitivity: a record change may move a release by at most the mechanism's declared
-  sensitivity (:func:`check_sensitivity`, also run in every additive sweep).
+  sensitivity (:func:`check_sensitivity` at construction; in every additive sweep the
+  kernel's ``da_step`` makes the same check).
 
 Record configurations that differ from the current records are built by
 :func:`differing_records` and :func:`mixtures`. Every refusal is a ``ValueError`` naming the
