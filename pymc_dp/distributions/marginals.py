@@ -96,6 +96,7 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.op import Op
 
 from pymc_dp.distributions import marginal_normal, marginal_poisson
+from pymc_dp.math import count_mode
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
 from pymc_dp.mechanisms.gaussian import Gaussian
@@ -755,52 +756,52 @@ _NEAR_NATS = 25.0
 
 
 @functools.singledispatch
-def _pmf_step(op, params, y):
-    """``log p(y + 1) - log p(y)`` of a count base (non-increasing in ``y`` if log-concave)."""
-    raise NotImplementedError(f"no pmf ratio for {type(op).__name__}")
+def _mode_base(op, params):
+    """``(code, b1, b2)`` of a count base for :mod:`pymc_dp.math.count_mode`."""
+    raise NotImplementedError(f"no mode search for {type(op).__name__}")
 
 
-@_register_base(_pmf_step, pm.Poisson)
-def _(op, params, y):
-    (mu,) = params
-    return pt.log(mu) - pt.log1p(y)
+@_register_base(_mode_base, pm.Poisson)
+def _(op, params):
+    return count_mode.BASE_POISSON, params[0], np.float64(0.0)
 
 
-@_register_base(_pmf_step, pm.NegativeBinomial)
-def _(op, params, y):
-    n, p = params
-    return pt.log1p(-p) + pt.log(y + n) - pt.log1p(y)
+@_register_base(_mode_base, pm.NegativeBinomial)
+def _(op, params):
+    return count_mode.BASE_NEGBIN, params[0], params[1]
 
 
-#: bisection steps of :func:`_posterior_mode` (integers below 2**56)
-_MODE_STEPS = 56
+@functools.singledispatch
+def _mode_noise(mechanism):
+    """``(code, q)`` of a noise law for :mod:`pymc_dp.math.count_mode`."""
+    raise NotImplementedError(f"no mode search for {type(mechanism).__name__} noise")
+
+
+@_mode_noise.register(Laplace)
+@_mode_noise.register(Geometric)
+def _(mechanism):
+    return count_mode.NOISE_EXPONENTIAL, _decay_rate(mechanism)
+
+
+@_mode_noise.register(Gaussian)
+@_mode_noise.register(DiscreteGaussian)
+def _(mechanism):
+    return count_mode.NOISE_GAUSSIAN, mechanism.sigma
 
 
 def _posterior_mode(value, base_rv, mechanism, upper):
     """The smallest integer ``y`` in ``[0, upper]`` where ``log p(y) + log eta(z - y)`` stops
     increasing: its mode when ``p`` and ``eta`` are log-concave (Poisson, NegativeBinomial
-    with ``n >= 1``; every built-in noise), by bisection on the increment.
+    with ``n >= 1``; every built-in noise), by bisection (:mod:`pymc_dp.math.count_mode`).
 
     Elsewhere it is some point of ``[0, upper]``; the window built on it is still valid (the
     tail bound decides what it certifies).
     """
-    op = base_rv.owner.op
     params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
-
-    if _log_ratio(mechanism, value, np.float64(-1.0)) is None:
-        raise NotImplementedError(f"no density ratio for {type(mechanism).__name__} noise")
-
-    def step(y):  # h(y + 1) - h(y)
-        noise = _log_ratio(mechanism, value - y, np.float64(-1.0))
-        return _pmf_step(op, params, y) + noise
-
-    lo = pt.zeros_like(value)
-    hi = pt.broadcast_to(upper, value.shape)
-    for _ in range(_MODE_STEPS):
-        mid = pt.floor(np.float64(0.5) * (lo + hi))
-        down = pt.le(step(mid), 0.0)
-        lo, hi = pt.switch(down, lo, mid + 1.0), pt.switch(down, mid, hi)
-    return pt.minimum(lo, hi)
+    base, b1, b2 = _mode_base(base_rv.owner.op, params)
+    noise, q = _mode_noise(mechanism)
+    f64 = np.float64
+    return count_mode.count_mode_pt(value, upper, f64(base), b1, b2, f64(noise), f64(q))
 
 
 def truncated_sum_window(value, base_rv, mechanism):

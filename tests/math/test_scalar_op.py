@@ -19,6 +19,7 @@ from pymc_dp._cache import SOURCE_KEY
 from pymc_dp.distributions.bessel import BesselLogPMF, bessel_logpmf_pt
 from pymc_dp.distributions.skellam import SkellamLogPMF, skellam_logpmf_pt
 from pymc_dp.math.bessel import DLogIv, IvRatio, LogIv, LogIve, log_iv_pt
+from pymc_dp.math.count_mode import CountMode
 from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
 
@@ -47,6 +48,7 @@ BUILT = [
     (DLogIv, (2.0, 3.0)),
     (SkellamLogPMF, (3.0, 4.0, 1.5)),
     (BesselLogPMF, (2.0, 3.0, 5.0)),
+    (CountMode, (1e6, 1e6 + 1.0, 0.0, 30.0, 0.0, 1.0, 40.0)),
     (_Cube, (1.5, 2.0)),
 ]
 
