@@ -105,18 +105,15 @@ class BlockSpec:
 
 
 class BlockScratch:
-    """Mutable per-block buffers of the sweep and the cache of current contributions.
+    """Mutable per-block cache of the current records' contributions.
 
     ``t_cur`` holds ``t`` of the record arrays in ``last`` (the arrays the previous sweep
     returned); the cache is used only when the next sweep receives those very arrays. The cache
-    is not pickled.
+    is not pickled. (The sweep's own buffers are the kernel's: ``kernels.da_sweep.da_step``.)
     """
 
     def __init__(self, n: int):
-        self.zeros = np.zeros(n)
-        self.idx = np.empty(n, dtype=np.int64)  # records whose ratio is not 1
-        self.rejected = np.empty(n, dtype=np.int64)  # records whose proposal is rejected
-        self.u = np.empty(n)  # uniforms of the accept/reject decisions
+        self.n = n
         self.clear_cache()
 
     @classmethod
