@@ -3,10 +3,7 @@
 The model and the released statistic are those of ``benchmarks/bench_da_regression.py``
 (imported from it: constants, clamping and normalisation, ``released_stat``): n = 100 records
 ``(x_i, y_i)``, p = 2 predictors, both private, 9 released components with Laplace noise of L1
-sensitivity 15, ``beta ~ N(0, 2)``. One difference in how the model is *written*: the mean of
-``y`` is ``beta[0] + (X * beta[1:]).sum(-1)`` instead of ``beta[0] + X @ beta[1:]`` (the same
-values; DataAugmentation's row-locality analysis refuses the ``Matmul`` form at commit 61a1d30,
-see the report of this benchmark).
+sensitivity 15, ``beta ~ N(0, 2)``, the mean of ``y`` written ``beta[0] + X @ beta[1:]``.
 
 Samplers: the records by ``DataAugmentation(method="da")`` (Ju et al. 2022) or
 ``DataAugmentation(method="soma")`` (Xiong & Ju 2025), beta by ``ConjugateGibbs`` in both, driven
@@ -63,7 +60,7 @@ def build(eps, seed):
     with pm.Model() as model:
         beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
         Xr = pm.Normal("X", M, 1.0, shape=(N, 2))
-        yr = pm.Normal("y", beta[0] + (Xr * beta[1:]).sum(-1), np.sqrt(SIGMA2), shape=N)
+        yr = pm.Normal("y", beta[0] + Xr @ beta[1:], np.sqrt(SIGMA2), shape=N)
         Release("z", released_stat(_norm(Xr, X_LO, X_HI), _norm(yr, Y_LO, Y_HI), pt), mech,
                 observed=z)  # fmt: skip
     return model
