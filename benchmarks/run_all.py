@@ -15,6 +15,9 @@ SCRIPTS = [
     ["bench_privatized.py"],
     ["bench_da_bernoulli.py"],
     ["bench_da_regression.py", "--eps", "1"],
+    ["bench_da_sweep.py"],
+    ["bench_soma.py", "--quick"],
+    ["bench_first_draw.py"],
 ]
 
 
