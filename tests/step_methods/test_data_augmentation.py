@@ -133,7 +133,16 @@ N_C, K_C, EPS_C = 15, 3, 1.0
 Z_C = np.array([1.0, 6.0, 8.0])
 
 
-def test_categorical_count_vector_exact_posterior():
+def _record_step(model, records, method):
+    """The explicit record step for ``method="soma"`` (``pm.sample`` picks DA by itself)."""
+    if method == "da":
+        return {}
+    with model:
+        return {"step": [DataAugmentation(records, method=method)]}
+
+
+@pytest.mark.parametrize("method", ["da", "soma"])
+def test_categorical_count_vector_exact_posterior(method):
     """w ~ Dir(1,1,1), c_i ~ Cat(w), z = counts + Laplace(b = 2/eps) (sensitivity 2).
 
     Under Dir(1, ..., 1) every count vector s with sum n has the same prior mass, so
@@ -144,7 +153,7 @@ def test_categorical_count_vector_exact_posterior():
         w = pm.Dirichlet("w", np.ones(K_C))
         c = pm.Categorical("c", p=w, shape=N_C)
         Release("zc", pt.eq(c[:, None], pt.arange(K_C)).sum(0), mech, observed=Z_C)
-    idata = _sample(model, draws=2500)
+    idata = _sample(model, draws=2500, **_record_step(model, [c], method))
     tables = np.array(
         [t for t in itertools.product(range(N_C + 1), repeat=K_C) if sum(t) == N_C], float
     )
@@ -185,14 +194,15 @@ def _grid_posterior(theta, log_prior, m_of_theta, v_of_theta, z, b):
     return mean, lambda q: float(np.interp(q, cdf, theta))
 
 
-def test_normal_sum_exact_posterior():
+@pytest.mark.parametrize("method", ["da", "soma"])
+def test_normal_sum_exact_posterior(method):
     """mu ~ N(0, 1), x_i ~ N(mu, 1) (n = 10), z = sum x + Laplace(10): quadrature reference."""
     n, b, z = 10, 10.0, 8.0
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0)
         x = pm.Normal("x", mu, 1.0, shape=n)
         Release("z", x.sum(), Laplace(scale=b), observed=z)
-    idata = _sample(model, draws=2500)
+    idata = _sample(model, draws=2500, **_record_step(model, [x], method))
     theta = np.linspace(-6, 6, 3001)
     mean, qf = _grid_posterior(
         theta, lambda t: -0.5 * t**2, lambda t: n * t, lambda t: np.full_like(t, n), z, b

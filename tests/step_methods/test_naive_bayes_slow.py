@@ -166,6 +166,9 @@ def table(res, replicates, draws, tune, seconds, design="parameters drawn from t
 
 
 @pytest.mark.slow
+# at epsilon = 0.1 the tables carry almost no information (DataAugmentation warns so); the test
+# asserts coverage, which holds there too
+@pytest.mark.filterwarnings("ignore:records .* the release is nearly uninformative:UserWarning")
 def test_naive_bayes_coverage():
     replicates = int(os.environ.get("NB_REPLICATES", "16"))
     draws = int(os.environ.get("NB_DRAWS", "1000"))
