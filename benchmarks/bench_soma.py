@@ -1,7 +1,7 @@
 """Benchmark: ESS per second of beta, DA against SOMA, on the Ju et al. (2022) regression.
 
 The model and the released statistic are those of ``benchmarks/bench_da_regression.py``
-(imported from it: constants, clamping and normalisation, ``released_stat``): n = 100 records
+(its ``build``, imported): n = 100 records
 ``(x_i, y_i)``, p = 2 predictors, both private, 9 released components with Laplace noise of L1
 sensitivity 15, ``beta ~ N(0, 2)``, the mean of ``y`` written ``beta[0] + X @ beta[1:]``.
 
@@ -25,45 +25,15 @@ import time
 
 import arviz as az
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
-from bench_da_regression import (
-    BETA,
-    SENSITIVITY,
-    SIGMA2,
-    TAU2,
-    X_HI,
-    X_LO,
-    Y_HI,
-    Y_LO,
-    M,
-    N,
-    _norm,
-    _norm_np,
-    released_stat,
-)
+from bench_da_regression import build as regression_build
 
-from pymc_dp.distributions.release import Release
-from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.step_methods.conjugate import ConjugateGibbs
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
 
 def build(eps, seed):
     """The regression model of ``bench_da_regression.build`` (see the module docstring)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(M, 1.0, size=(N, 2))
-    y = BETA[0] + X @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
-    stat = released_stat(_norm_np(X, X_LO, X_HI), _norm_np(y, Y_LO, Y_HI), np)
-    mech = Laplace(epsilon=eps, sensitivity=SENSITIVITY)
-    z = mech.release(stat, rng=rng)
-    with pm.Model() as model:
-        beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
-        Xr = pm.Normal("X", M, 1.0, shape=(N, 2))
-        yr = pm.Normal("y", beta[0] + Xr @ beta[1:], np.sqrt(SIGMA2), shape=N)
-        Release("z", released_stat(_norm(Xr, X_LO, X_HI), _norm(yr, Y_LO, Y_HI), pt), mech,
-                observed=z)  # fmt: skip
-    return model
+    return regression_build(eps, seed)[0]
 
 
 def wired() -> bool:
