@@ -84,6 +84,7 @@ from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache
 from pymc_dp._cache import SOURCE_INT
 from pymc_dp.math.poisson import log_poisson_pmf as _log_poisson_pmf
 from pymc_dp.math.poisson import log_poisson_scalar
+from pymc_dp.math.poisson_noise import A_MAX, in_domain, noise_constants, short_sum_kernel
 
 __all__ = [
     "PoissonTwoSidedExpLogp",
@@ -93,7 +94,7 @@ __all__ = [
 ]
 
 _TOL = 1e-17
-_VERSION = 4  # with SOURCE_INT (any source change), the numba on-disk cache key
+_VERSION = 5  # with SOURCE_INT (any source change), the numba on-disk cache key
 
 
 _log_pois = log_poisson_scalar  # Loader's form, one implementation (pymc_dp.math.poisson)
@@ -228,33 +229,44 @@ def _table_applies(z, mu):
 
 
 @numba.njit(cache=True)
+def _one_logp_dmu(z, mu, k, short):
+    """``(log p(z), d/dmu)`` at one point: the short sums inside their domain, else the
+    general kernel with the more accurate of its two derivative forms."""
+    a, logc = k[0], k[1]
+    if short and in_domain(z, mu, k[2]):
+        return short_sum_kernel(z, mu, k)
+    lp, d = _conv_logp_dmu(z, mu, a, logc)
+    if _use_neighbour(z, a, lp):
+        d = math.expm1(_conv_logp(z - 1.0, mu, a, logc) - lp)
+    return lp, d
+
+
+@numba.njit(cache=True)
 def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
+    short = a <= A_MAX
+    k = noise_constants(a, logc)
     if _table_applies(z, mu):
         # one evaluation per integer in [min z - 1, max z]; d/dmu reuses the neighbour
-        zmin = z[0]
-        zmax = z[0]
-        for i in range(z.shape[0]):
-            zmin = min(zmin, z[i])
-            zmax = max(zmax, z[i])
-        size = int(zmax - zmin) + 1
+        # (the short sums give it in their own pass: the same numbers as record by record)
+        zmin = np.min(z)
+        size = int(np.max(z) - zmin) + 1
         table = np.empty(size + 1)
         dtable = np.empty(size + 1)
         for j in range(size + 1):
             table[j], dtable[j] = _conv_logp_dmu(zmin - 1.0 + j, mu[0], a, logc)
-        for j in range(1, size + 1):
-            if _use_neighbour(zmin - 1.0 + j, a, table[j]):
+        for j in range(size, 0, -1):  # downwards: table[j - 1] is still the general value
+            zj = zmin - 1.0 + j
+            if short and in_domain(zj, mu[0], k[2]):
+                table[j], dtable[j] = short_sum_kernel(zj, mu[0], k)
+            elif _use_neighbour(zj, a, table[j]):
                 dtable[j] = math.expm1(table[j - 1] - table[j])
         for i in range(z.shape[0]):
-            k = int(z[i] - zmin) + 1
-            out[i] = table[k]
-            dout[i] = dtable[k]
+            j = int(z[i] - zmin) + 1
+            out[i] = table[j]
+            dout[i] = dtable[j]
         return
     for i in range(z.shape[0]):
-        lp, d = _conv_logp_dmu(z[i], mu[i], a, logc)
-        out[i] = lp
-        if _use_neighbour(z[i], a, lp):
-            d = math.expm1(_conv_logp(z[i] - 1.0, mu[i], a, logc) - lp)
-        dout[i] = d
+        out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
 
 
 def log_poisson_pmf(k, mu):
