@@ -9,6 +9,8 @@ and call ``pm.sample()``:
   integrates the true value out exactly;
 * :class:`Release` conditions latent records on a released statistic of them; ``pm.sample`` then
   picks the :class:`DataAugmentation` step for the records (Ju, Awan, Gong & Rao 2022);
+* with ``marginalize=False``, the Poisson true counts behind a :class:`Geometric` release get
+  the :class:`CountAugmentation` Gibbs step (Schein et al. 2019);
 * noise distributions :class:`Skellam`, :class:`DiscreteLaplace`, :class:`DiscreteNormal`,
   :class:`Bessel` are ordinary PyMC distributions.
 
@@ -33,6 +35,7 @@ from pymc_dp.privacy import PrivacyReport, attach_privacy, privacy_report
 from pymc_dp.step_methods import (
     CONJUGATE_STEPS,
     ConjugateGibbs,
+    CountAugmentation,
     DataAugmentation,
     register_step_methods,
 )
@@ -43,6 +46,7 @@ __all__ = [
     "CONJUGATE_STEPS",
     "Bessel",
     "ConjugateGibbs",
+    "CountAugmentation",
     "DataAugmentation",
     "DiscreteGaussian",
     "DiscreteLaplace",

@@ -11,17 +11,25 @@ from __future__ import annotations
 from pymc.step_methods import STEP_METHODS
 
 from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
+from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
-__all__ = ["CONJUGATE_STEPS", "ConjugateGibbs", "DataAugmentation", "register_step_methods"]
+__all__ = [
+    "CONJUGATE_STEPS",
+    "ConjugateGibbs",
+    "CountAugmentation",
+    "DataAugmentation",
+    "register_step_methods",
+]
 
 
 def register_step_methods() -> None:
     """Put pymc_dp's steps at the front of ``pymc.step_methods.STEP_METHODS`` (idempotent).
 
     PyMC breaks competence ties in list order, so the steps go first: the data-augmentation step
-    must win over PyMC's discrete Gibbs steps for the record variables it claims.
+    must win over PyMC's discrete Gibbs steps for the record variables it claims, and
+    ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims.
     """
-    for cls in reversed((DataAugmentation, *CONJUGATE_STEPS)):
+    for cls in reversed((DataAugmentation, CountAugmentation, *CONJUGATE_STEPS)):
         if cls not in STEP_METHODS:
             STEP_METHODS.insert(0, cls)

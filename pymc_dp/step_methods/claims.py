@@ -13,6 +13,12 @@ how a model without a release is sampled, whatever pymc_dp distributions it uses
    of a record that do not enter the statistic). ``DataAugmentation`` claims exactly these.
 3. A free *parameter* may be claimed (by ``ConjugateGibbs``, when its structure is conjugate)
    only if one of its children is a record (:func:`parameter_claimable`).
+4. Separately, :class:`~pymc_dp.step_methods.count_augmentation.CountAugmentation` claims the
+   latent true counts of ``Privatized(name, pm.Poisson.dist(mu), Geometric(...),
+   marginalize=False)`` (:func:`privatized_true_counts`): the free Poisson variable
+   ``f"{name}_true"`` read directly by the observed Privatized node, with a Geometric mechanism,
+   and read by no other random variable or Potential of the model (so that its conditional is
+   exactly ``P(y | z, mu)``). Nothing else is claimed by that step.
 
 Being a pymc_dp distribution, or feeding one, is not a reason to claim a variable: only a
 Release is, recognised by its Op class (:class:`~pymc_dp.distributions.release.ReleaseRV`),
@@ -47,13 +53,17 @@ from __future__ import annotations
 import weakref
 
 import pymc as pm
+from pytensor.graph.traversal import ancestors
+from pytensor.tensor.random.basic import PoissonRV
 
+from pymc_dp.distributions.privatized import PrivatizedRV
 from pymc_dp.distributions.release import (
     is_random_variable,
     is_release,
     on_release_registered,
     record_parents,
 )
+from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = [
     "claim_model",
@@ -61,6 +71,7 @@ __all__ = [
     "model_of",
     "observed_releases",
     "parameter_claimable",
+    "privatized_true_counts",
     "release_records",
 ]
 
@@ -168,3 +179,59 @@ def claim_model(var):
     if model is None or not observed_releases(model):
         return None
     return model
+
+
+def _poisson_true_count(obs):
+    """The free Poisson true count ``y`` of an observed ``Privatized(DiracDelta(y), Geometric)``
+    node, else None."""
+    op = obs.owner.op if obs.owner is not None else None
+    if not (isinstance(op, PrivatizedRV) and isinstance(op.mechanism, Geometric)):
+        return None
+    base = obs.owner.inputs[0]
+    if base.owner is None or not isinstance(base.owner.op, pm.DiracDelta.rv_type):
+        return None
+    true = base.owner.inputs[-1]
+    if true.owner is None or not isinstance(true.owner.op, PoissonRV):
+        return None
+    return true
+
+
+def privatized_true_counts(model) -> dict:
+    """Rule 4: the latent true counts that ``CountAugmentation`` claims, with their node.
+
+    Parameters
+    ----------
+    model : pm.Model
+
+    Returns
+    -------
+    dict
+        ``{true-count free variable: observed Privatized variable}``; a true count read by any
+        other random variable or Potential of the model (a second likelihood term) is left out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     lam = pm.Gamma("lam", np.float64(2.0), np.float64(0.5))
+    ...     _ = pmdp.Privatized("z", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=1.0),
+    ...                         marginalize=False, observed=np.array([3, -1]))
+    >>> [(k.name, v.name) for k, v in privatized_true_counts(m).items()]
+    [('z_true', 'z')]
+    """
+    free = set(model.free_RVs)
+    found = {}
+    for obs in model.observed_RVs:
+        true = _poisson_true_count(obs)
+        if true is not None and true in free:
+            found[true] = obs
+    if not found:
+        return found
+    for term in [*model.basic_RVs, *model.potentials]:
+        read = set(ancestors(term.owner.inputs if term.owner is not None else [term]))
+        for true in [t for t in found if t is not term and t in read]:
+            if found[true] is not term:
+                del found[true]
+    return found

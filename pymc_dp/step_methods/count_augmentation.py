@@ -1,0 +1,175 @@
+r"""Gibbs step for the latent true counts of ``Privatized(Poisson, Geometric, marginalize=False)``.
+
+``Privatized(name, pm.Poisson.dist(mu), pmdp.Geometric(...), marginalize=False, observed=z)``
+keeps the true counts as the free variable ``f"{name}_true"``. This step draws them by the
+Skellam-Bessel augmentation of Schein et al. (2019, eqs. 13-16 with the ERRATA's corrections;
+the kernel and its derivation are :mod:`pymc_dp.kernels.count_augmentation`): each sweep draws
+every true count exactly given the auxiliary rates :math:`\lambda^\pm` and the current rate
+``mu``, then redraws :math:`\lambda^\pm`, which the step keeps between sweeps (its sampling
+state). The rate ``mu`` is any expression of the model's variables (``lam``,
+``(theta @ phi)``, ...): it is compiled from the graph as a function of the value variables,
+together with the released ``z`` (so ``pm.set_data`` releases are read at each sweep).
+
+``pm.sample`` picks this step by itself for exactly the variables of rule 4 of
+:mod:`pymc_dp.step_methods.claims` (:func:`~pymc_dp.step_methods.claims.privatized_true_counts`):
+the Poisson true counts of an observed Privatized node with a Geometric mechanism that no other
+random variable or Potential reads. The other variables (the rate's parameters) get their own
+steps (NUTS, ...), which see only the true counts: given them, the auxiliaries are independent
+of the rate, so the compound chain is exact.
+
+The model must be in context (``with model: pm.sample()``) for the automatic choice, or the
+step given explicitly (``pm.sample(step=[CountAugmentation([y])])``).
+
+Sampler statistic: ``ca_frac_changed``, the fraction of true counts whose value changed.
+
+Examples
+--------
+>>> import numpy as np
+>>> import pymc as pm
+>>> import pymc_dp as pmdp
+>>> with pm.Model() as model:
+...     lam = pm.Gamma("lam", np.float64(2.0), np.float64(0.5))
+...     _ = pmdp.Privatized("z", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=1.0),
+...                         marginalize=False, observed=np.array([3, -1, 7]))
+...     step = CountAugmentation([model["z_true"]], rng=1)
+>>> point, [stats] = step.step(model.initial_point())
+>>> point["z_true"].shape, sorted(stats)
+((3,), ['ca_frac_changed'])
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.model import modelcontext
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+
+from pymc_dp.kernels.count_augmentation import AuxRates, count_augmentation_sweep, init_aux_rates
+from pymc_dp.step_methods.claims import model_of, privatized_true_counts
+
+__all__ = ["CountAugmentation", "CountAugmentationState"]
+
+
+@dataclass_state
+class CountAugmentationState(StepMethodState):
+    """Sampling state of :class:`CountAugmentation`: the step's generator (``rng``) and the
+    auxiliary rates :math:`\\lambda^+`, :math:`\\lambda^-` of every claimed variable (lists
+    of arrays in variable order)."""
+
+    lam_plus: list
+    lam_minus: list
+
+
+class _Target(NamedTuple):
+    """One claimed variable: its value name, the compiled ``point -> (mu, z)`` and alpha."""
+
+    name: str
+    fn: object
+    alpha: float
+
+
+def _target(model, value_var, compile_kwargs) -> _Target:
+    """Compile the rate (broadcast to the counts) and the release of one true-count variable."""
+    rv = model.values_to_rvs[value_var]
+    claimed = privatized_true_counts(model)
+    if rv not in claimed:
+        raise ValueError(
+            f"CountAugmentation cannot sample {rv.name!r}: it is not the Poisson true count of "
+            "an observed Privatized(..., Geometric, marginalize=False) node read by nothing "
+            "else (pymc_dp.step_methods.claims.privatized_true_counts)"
+        )
+    obs = claimed[rv]
+    mu = pt.broadcast_to(pt.cast(rv.owner.inputs[2], "float64"), rv.shape)
+    outs = model.replace_rvs_by_values([mu, model.rvs_to_values[obs]])
+    fn = model.compile_fn(
+        outs,
+        inputs=model.value_vars,
+        on_unused_input="ignore",
+        point_fn=True,
+        **compile_kwargs,
+    )
+    return _Target(value_var.name, fn, float(obs.owner.op.mechanism.alpha))
+
+
+class CountAugmentation(BlockedStep):
+    """Skellam-Bessel Gibbs step (Schein et al. 2019) for Privatized Poisson true counts.
+
+    Parameters
+    ----------
+    vars : list of model variables
+        True-count variables ``f"{name}_true"`` of ``Privatized(..., pm.Poisson.dist(mu),
+        Geometric(...), marginalize=False)`` nodes (``ValueError`` for anything else).
+    model : pm.Model, optional
+    rng : seed or Generator, optional
+        Replaced per chain by ``pm.sample`` (``setup_chain``).
+    initial_point : dict, optional
+        Point giving the shapes of the counts (default: the model's initial point).
+    compile_kwargs : dict, optional
+        Passed to the compilation of the rates.
+
+    Notes
+    -----
+    The auxiliary rates start from their prior (eq. 9) at construction and at each chain's
+    start; the tuning phase serves as their burn-in. See the module docstring.
+    """
+
+    name = "count_augmentation"
+    default_blocked = True
+    stats_dtypes_shapes: ClassVar[dict] = {"ca_frac_changed": (np.float64, [])}
+    _state_class = CountAugmentationState
+
+    def __init__(
+        self, vars, *, model=None, blocked=True, rng=None, initial_point=None, compile_kwargs=None
+    ):
+        model = modelcontext(model)
+        self.vars = get_value_vars_from_user_vars(vars, model)
+        self.blocked = True
+        self.rng = get_random_generator(rng)
+        ck = dict(compile_kwargs or {})
+        self._targets = [_target(model, v, ck) for v in self.vars]
+        self._init_aux(model.initial_point() if initial_point is None else initial_point)
+
+    def _init_aux(self, point):
+        self.lam_plus, self.lam_minus = [], []
+        for t in self._targets:
+            aux = init_aux_rates(t.alpha, np.shape(point[t.name]), self.rng)
+            self.lam_plus.append(aux.lam_plus)
+            self.lam_minus.append(aux.lam_minus)
+
+    def setup_chain(self, rng, tune, draws):
+        """Set the chain's generator and redraw the auxiliary rates from their prior."""
+        super().setup_chain(rng, tune, draws)
+        for k, t in enumerate(self._targets):
+            aux = init_aux_rates(t.alpha, np.shape(self.lam_plus[k]), self.rng)
+            self.lam_plus[k], self.lam_minus[k] = aux.lam_plus, aux.lam_minus
+
+    def step(self, point):
+        """One augmentation sweep over every count of every claimed variable."""
+        new_point = dict(point)
+        changed = total = 0
+        for k, t in enumerate(self._targets):
+            mu, z = t.fn(point)
+            if np.shape(self.lam_plus[k]) != np.shape(z):  # a pm.set_data release changed shape
+                aux = init_aux_rates(t.alpha, np.shape(z), self.rng)
+            else:
+                aux = AuxRates(self.lam_plus[k], self.lam_minus[k])
+            y = count_augmentation_sweep(z, mu, t.alpha, aux, self.rng)
+            self.lam_plus[k], self.lam_minus[k] = aux.lam_plus, aux.lam_minus
+            old = point[t.name]
+            changed += int(np.count_nonzero(y != old))
+            total += y.size
+            new_point[t.name] = y.astype(old.dtype, copy=False)
+        return new_point, [{"ca_frac_changed": float(changed / max(total, 1))}]
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """IDEAL for a true count of rule 4 of :mod:`pymc_dp.step_methods.claims`, else
+        INCOMPATIBLE (the model is the one in context, or a model holding a Release)."""
+        model = model_of(var)
+        if model is not None and var in privatized_true_counts(model):
+            return Competence.IDEAL
+        return Competence.INCOMPATIBLE
