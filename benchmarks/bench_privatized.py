@@ -5,7 +5,8 @@ observes the true counts, the Privatized one the geometric-noised releases of th
 Reports the median time of one logp+gradient evaluation (the cost of a NUTS leapfrog step)
 and the ratio. Goal: ratio <= 3.
 
-Run: ``.venv/bin/python benchmarks/bench_privatized.py [N]``
+Run: ``.venv/bin/python benchmarks/bench_privatized.py [N] [--per-count]`` (``--per-count``:
+only the different-rate-per-count comparison; issue 9 goal <= 5x).
 """
 
 from __future__ import annotations
@@ -71,7 +72,19 @@ def main(n: int = 100_000, epsilon: float = 1.0, lam_true: float = 6.0) -> dict:
         out[name] = _timer(f, x)
         out[name + "_compile_s"] = compile_s
     out["ratio"] = out["privatized"] / out["plain"]
-    # per-record rates (regression-style): no shared-rate shortcut, one kernel call per record
+    out.update(per_count(n, epsilon, lam_true))
+    return out
+
+
+def per_count(n: int = 100_000, epsilon: float = 1.0, lam_true: float = 6.0) -> dict:
+    """A different rate per count (regression / factorization): no shared-rate table.
+
+    Same counts and releases as :func:`main` (same seed); rates ``lam_true e^{0.1 N(0,1)}``.
+    """
+    rng = np.random.default_rng(2026)
+    y = rng.poisson(lam_true, size=n)
+    mech = Geometric(epsilon=epsilon)
+    z = mech.release(y, rng=rng)
     mu_i = lam_true * np.exp(0.1 * rng.standard_normal(n))
     with pm.Model() as private_rec:
         b = pm.Normal("b", 0.0, 1.0)
@@ -79,6 +92,7 @@ def main(n: int = 100_000, epsilon: float = 1.0, lam_true: float = 6.0) -> dict:
     with pm.Model() as plain_rec:
         b = pm.Normal("b", 0.0, 1.0)
         pm.Poisson("y", mu_i * pm.math.exp(b), observed=y)
+    out = {}
     for name, model in (("privatized_records", private_rec), ("plain_records", plain_rec)):
         f = model.logp_dlogp_function(ravel_inputs=True)
         f.set_extra_values({})
@@ -86,19 +100,27 @@ def main(n: int = 100_000, epsilon: float = 1.0, lam_true: float = 6.0) -> dict:
     return out
 
 
+def _print_per_count(res: dict) -> None:
+    print(
+        f"per-count rates: plain {res['plain_records'] * 1e3:8.3f} ms, "
+        f"Privatized {res['privatized_records'] * 1e3:8.3f} ms, "
+        f"ratio {res['privatized_records'] / res['plain_records']:.1f}"
+    )
+
+
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    res = main(n)
+    args = [a for a in sys.argv[1:] if a != "--per-count"]
+    n = int(args[0]) if args else 100_000
     print(f"N = {n}")
+    if "--per-count" in sys.argv[1:]:
+        _print_per_count(per_count(n))
+        sys.exit(0)
+    res = main(n)
     print(f"plain Poisson, constant data (folded): {res['plain_folded'] * 1e3:8.3f} ms")
     print(f"plain Poisson, pm.Data (elementwise):  {res['plain'] * 1e3:8.3f} ms")
     print(f"Privatized Poisson + geometric:        {res['privatized'] * 1e3:8.3f} ms")
     print(f"Privatized, pm.Data releases:          {res['privatized_data'] * 1e3:8.3f} ms")
-    print(
-        f"per-record rates: plain {res['plain_records'] * 1e3:8.3f} ms, "
-        f"Privatized {res['privatized_records'] * 1e3:8.3f} ms, "
-        f"ratio {res['privatized_records'] / res['plain_records']:.1f}"
-    )
+    _print_per_count(res)
     print(f"ratio Privatized / plain (pm.Data): {res['ratio']:.2f}")
     print(f"ratio both pm.Data:                 {res['privatized_data'] / res['plain']:.2f}")
     print(f"ratio Privatized / plain (folded):  {res['privatized'] / res['plain_folded']:.1f}")
