@@ -38,7 +38,7 @@ LAYERS = {
     "pymc_dp": 5,
 }
 
-ADAPTERS = ("data_augmentation.py", "conjugate.py", "soma.py")
+ADAPTERS = ("data_augmentation.py", "conjugate.py", "soma.py", "count_augmentation.py")
 MAX_ADAPTER_LINES = 60
 
 
