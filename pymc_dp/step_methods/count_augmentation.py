@@ -83,7 +83,8 @@ def _target(model, value_var, compile_kwargs) -> _Target:
             "else (pymc_dp.step_methods.claims.privatized_true_counts)"
         )
     obs = claimed[rv]
-    mu = pt.broadcast_to(pt.cast(rv.owner.inputs[2], "float64"), rv.shape)
+    (rate,) = rv.owner.op.dist_params(rv.owner)
+    mu = pt.broadcast_to(pt.cast(rate, "float64"), rv.shape)
     outs = model.replace_rvs_by_values([mu, model.rvs_to_values[obs]])
     fn = model.compile_fn(
         outs,
