@@ -42,6 +42,7 @@ from pymc_dp.distributions._observed import (
     prepare_observed,
 )
 from pymc_dp.distributions.marginals import get_marginal
+from pymc_dp.distributions.release import announce_model
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = ["Privatized", "PrivatizedRV", "privatized_mechanisms"]
@@ -165,7 +166,9 @@ class Privatized(Distribution):
             shape = pt.as_tensor_variable(observed).shape
         latent = dist if shape is None else change_dist_size(dist, shape)
         true = model.register_rv(latent, f"{name}_true", dims=dims)
-        return super().__new__(cls, name, pm.DiracDelta.dist(true), mechanism, *args, **kwargs)
+        rv = super().__new__(cls, name, pm.DiracDelta.dist(true), mechanism, *args, **kwargs)
+        announce_model(model)  # its true values may be claimed by a pymc_dp step
+        return rv
 
     @classmethod
     def dist(cls, dist, mechanism, **kwargs):

@@ -46,6 +46,7 @@ from pymc_dp.mechanisms.base import Mechanism
 __all__ = [
     "Release",
     "ReleaseRV",
+    "announce_model",
     "is_random_variable",
     "is_release",
     "on_release_registered",
@@ -58,6 +59,14 @@ __all__ = [
 # ``pm.sample(model=m)`` outside ``with m:``); this layer keeps no step-assignment state and does
 # not import the step methods.
 _ON_REGISTER: list = []
+
+
+def announce_model(model) -> None:
+    """Run the :func:`on_release_registered` callbacks with ``model``: called when a
+    :class:`Release`, or a ``Privatized(..., marginalize=False)`` node (whose latent true values
+    a pymc_dp step may claim), is registered in ``model``."""
+    for callback in list(_ON_REGISTER):
+        callback(model)
 
 
 def on_release_registered(callback) -> None:
@@ -230,9 +239,7 @@ class Release(Distribution):
             )
         rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
         # only releases registered in a model are announced (Release.dist is not)
-        model = modelcontext(None)
-        for callback in list(_ON_REGISTER):
-            callback(model)
+        announce_model(modelcontext(None))
         return rv
 
     @classmethod

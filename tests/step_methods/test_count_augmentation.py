@@ -240,3 +240,11 @@ def test_set_data_release_is_read_at_each_sweep():
     # and P(y <= 150) < exp(-40); with the old release [1, 2, 3], y <= 150 with probability
     # above 1 - 1e-40
     assert (point["z_true"] > 150).all(), point["z_true"]
+
+
+def test_claimed_outside_the_model_context():
+    """``pm.sample(model=m)`` outside ``with m:`` finds the model (Privatized announces it)."""
+    model = _model("claimed")
+    _, selected = assign_step_methods(model)  # no model in context here
+    assert selected.get(CountAugmentation) == [model.rvs_to_values[model["z_true"]]]
+    assert CountAugmentation.competence(model["z_true"]) == Competence.IDEAL
