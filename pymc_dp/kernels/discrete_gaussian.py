@@ -83,6 +83,7 @@ __all__ = [
     "numba_logpmf",
     "numba_logpmf_scalar",
     "sample_discrete_gaussian",
+    "variance",
 ]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -118,6 +119,25 @@ def logpmf(k, sigma):
 
 
 # ---- PyTensor -----------------------------------------------------------------------------------
+def variance(sigma: float) -> float:
+    r"""Variance of the discrete Gaussian with parameter ``sigma``:
+    ``sum_k k^2 e^{-k^2/(2 sigma^2)} / sum_k e^{-k^2/(2 sigma^2)}``, summed over
+    ``|k| <= 40 sigma + 2`` for ``sigma < 50``; ``sigma^2`` beyond (exact to about
+    ``e^{-2 pi^2 sigma^2}``, Poisson summation).
+
+    Examples
+    --------
+    >>> round(variance(0.5), 6), variance(100.0)
+    (0.215013, 10000.0)
+    """
+    sigma = float(sigma)
+    if sigma >= 50.0:
+        return sigma**2
+    k = np.arange(-math.ceil(40 * sigma) - 2, math.ceil(40 * sigma) + 3, dtype=np.float64)
+    w = np.exp(-(k**2) / (2.0 * sigma**2))
+    return float(np.sum(k**2 * w) / np.sum(w))
+
+
 def log_normalizer_pt(sigma):
     """``log Z(sigma)`` as a float64 PyTensor graph (both branches finite, see module doc)."""
     sigma = pt.as_tensor_variable(sigma)

@@ -209,6 +209,13 @@ class Mechanism(ABC):
         return self.guarantee().delta
 
     # ---- noise law ------------------------------------------------------------------------
+    @property
+    def noise_variance(self) -> float:
+        """Variance of the noise. The built-in mechanisms give it in closed form; this default
+        (for other subclasses) is the sample variance of ``10^6`` draws with a fixed seed."""
+        draws = np.asarray(self.sample_noise(10**6, rng=np.random.default_rng(0)), np.float64)
+        return float(draws.var())
+
     @abstractmethod
     def sample_noise(self, size, rng=None) -> np.ndarray:
         """Draw noise of shape ``size``. ``rng=None`` uses a secure source (OS entropy)."""

@@ -233,6 +233,11 @@ class DiscreteGaussian(Mechanism):
         return _dg.logpmf_pt(x, np.float64(self.sigma))
 
     @property
+    def noise_variance(self) -> float:
+        """The discrete Gaussian's variance (:func:`pymc_dp.kernels.discrete_gaussian.variance`)."""
+        return _dg.variance(self.sigma)
+
+    @property
     def numba_logpdf(self):
         """``f(x, params)`` with ``params`` from :attr:`numba_params`."""
         return _dg.numba_logpmf

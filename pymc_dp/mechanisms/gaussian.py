@@ -220,6 +220,11 @@ class Gaussian(Mechanism):
         return np.float64(-0.5) * z * z - c
 
     @property
+    def noise_variance(self) -> float:
+        """``sigma^2``."""
+        return float(self.sigma) ** 2
+
+    @property
     def numba_logpdf(self):
         """``f(x, params) = -½ (x/σ)² - log σ - ½ log 2π`` with ``params = [σ]`` (numba njit)."""
         return _gaussian_logpdf

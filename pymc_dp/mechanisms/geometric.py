@@ -186,6 +186,11 @@ class Geometric(Mechanism):
         return _dl.logpmf_pt(x, log_alpha=np.float64(self.log_alpha))
 
     @property
+    def noise_variance(self) -> float:
+        """``2 alpha / (1 - alpha)^2 = 1 / (2 sinh^2(r / 2))`` with ``r = ln(1/alpha)``."""
+        return 1.0 / (2.0 * math.sinh(-float(self.log_alpha) / 2.0) ** 2)
+
+    @property
     def numba_logpdf(self):
         """``f(x, params)`` with ``params`` from :attr:`numba_params`."""
         return _dl.numba_logpmf

@@ -186,6 +186,11 @@ class Laplace(Mechanism):
         return -pt.abs(x) / b - log2b
 
     @property
+    def noise_variance(self) -> float:
+        """``2 b^2``."""
+        return 2.0 * float(self.scale) ** 2
+
+    @property
     def numba_logpdf(self):
         """``f(x, params) = -|x| / params[0] - log(2 params[0])`` (numba njit)."""
         return _laplace_logpdf

@@ -44,14 +44,11 @@ privatized data. NeurIPS.
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 from pymc.pytensorf import compile, extract_obs_data
-from pytensor.compile.mode import Mode
 
 from pymc_dp.kernels.da_sweep import sensitivity_excess
 from pymc_dp.kernels.soma import (
@@ -62,6 +59,7 @@ from pymc_dp.kernels.soma import (
     soma_sweep_grouped_kernel,
     soma_sweep_kernel,
 )
+from pymc_dp.step_methods.da_blocks import CHECK_MODE, rows
 
 __all__ = [
     "check_exchangeable",
@@ -227,24 +225,18 @@ def soma_sweep(spec, scratch, args, rng):
 
 
 # --------------------------------------------------------------------------- exchangeability
-def _mode():
-    """PyTensor's C virtual machine when a C compiler is configured (fast calls), else default."""
-    return Mode(linker="cvm_nogc", optimizer="fast_run") if pytensor.config.cxx else None
-
-
 def _block_rvs(model, names):
     by_name = {v.name: v for v in model.value_vars}
     return [model.values_to_rvs[by_name[nm]] for nm in names]
 
 
 def _log_prior_rows(model, rvs, n):
-    """Compiled function of the model's value variables: per-record log-prior terms (k, n)."""
-    rows = []
-    for term in model.logp(vars=rvs, sum=False):
-        if term.type.ndim == 0:
-            raise ValueError("a record variable has a scalar log-density (no record axis)")
-        rows.append(term.sum(axis=tuple(range(1, term.type.ndim))) if term.type.ndim > 1 else term)
-    return compile(model.value_vars, pt.stack(rows), on_unused_input="ignore", mode=_mode())
+    """Compiled function of the model's value variables: per-record log-prior terms (k, n)
+    (run only by the construction-time check: the checks' mode, no C compilation)."""
+    terms = [rows(term, n) for term in model.logp(vars=rvs, sum=False)]
+    if any(t is None for t in terms):
+        raise ValueError("a record variable has a scalar log-density (no record axis)")
+    return compile(model.value_vars, pt.stack(terms), on_unused_input="ignore", mode=CHECK_MODE)
 
 
 def _points(model, point, rng, pos, k=2):
@@ -375,14 +367,8 @@ def check_exchangeable(model, spec, point=None, rng=None) -> None:
 
 # --------------------------------------------------------------------------- uninformative
 def noise_variance(mechanism) -> float:
-    r"""Variance of a mechanism's noise.
-
-    Laplace ``2 b^2``; geometric ``2 alpha / (1 - alpha)^2 = 1 / (2 sinh^2(r / 2))`` with
-    ``r = ln(1/alpha)``; Gaussian ``sigma^2``; discrete Gaussian
-    ``sum_k k^2 e^{-k^2/(2 sigma^2)} / sum_k e^{-k^2/(2 sigma^2)}`` (summed over
-    ``|k| <= 40 sigma + 2`` for ``sigma < 50``, else ``sigma^2``, exact to about
-    ``e^{-2 pi^2 sigma^2}``). Any other family: the sample variance of ``10^6`` noise draws
-    (fixed seed).
+    """Variance of a mechanism's noise: :attr:`Mechanism.noise_variance
+    <pymc_dp.mechanisms.base.Mechanism.noise_variance>`.
 
     Examples
     --------
@@ -392,22 +378,7 @@ def noise_variance(mechanism) -> float:
     >>> round(noise_variance(pmdp.Geometric(alpha=0.5)), 12)
     4.0
     """
-    family = getattr(mechanism, "family", None)
-    if family == "laplace":
-        return 2.0 * float(mechanism.scale) ** 2
-    if family == "geometric":
-        return 1.0 / (2.0 * math.sinh(-float(mechanism.log_alpha) / 2.0) ** 2)
-    if family == "gaussian":
-        return float(mechanism.sigma) ** 2
-    if family == "discrete_gaussian":
-        sigma = float(mechanism.sigma)
-        if sigma >= 50.0:
-            return sigma**2
-        k = np.arange(-math.ceil(40 * sigma) - 2, math.ceil(40 * sigma) + 3, dtype=np.float64)
-        w = np.exp(-(k**2) / (2.0 * sigma**2))
-        return float(np.sum(k**2 * w) / np.sum(w))
-    draws = np.asarray(mechanism.sample_noise(10**6, rng=np.random.default_rng(0)), np.float64)
-    return float(draws.var())
+    return float(mechanism.noise_variance)
 
 
 def release_noise_variances(model, spec) -> np.ndarray:
