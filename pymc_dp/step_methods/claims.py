@@ -75,14 +75,16 @@ __all__ = [
     "release_records",
 ]
 
-# Models that hold a Release (weak references: the registry never keeps a model alive).
+# Models announced by a Release or a non-marginalized Privatized node (weak references: the
+# registry never keeps a model alive).
 _RELEASE_MODELS: weakref.WeakSet = weakref.WeakSet()
 on_release_registered(_RELEASE_MODELS.add)
 
 
 def model_of(var):
-    """The model in context if ``var`` is one of its free variables, else a model holding a
-    Release that has ``var`` among its free variables, else None."""
+    """The model in context if ``var`` is one of its free variables, else an announced model
+    (holding a Release or a non-marginalized Privatized node) that has ``var`` among its free
+    variables, else None."""
     try:
         model = pm.Model.get_context(error_if_none=False)
     except Exception:  # e.g. BlockModelAccessError inside a distribution's dist()

@@ -17,8 +17,9 @@ random variable or Potential reads. The other variables (the rate's parameters) 
 steps (NUTS, ...), which see only the true counts: given them, the auxiliaries are independent
 of the rate, so the compound chain is exact.
 
-The model must be in context (``with model: pm.sample()``) for the automatic choice, or the
-step given explicitly (``pm.sample(step=[CountAugmentation([y])])``).
+``pm.sample`` chooses it by itself, with the model in context or passed as ``model=``
+(``Privatized(..., marginalize=False)`` announces its model); it can also be given explicitly
+(``pm.sample(step=[CountAugmentation([y])])``).
 
 Sampler statistic: ``ca_frac_changed``, the fraction of true counts whose value changed.
 
@@ -169,7 +170,8 @@ class CountAugmentation(BlockedStep):
     @staticmethod
     def competence(var, has_grad=None):
         """IDEAL for a true count of rule 4 of :mod:`pymc_dp.step_methods.claims`, else
-        INCOMPATIBLE (the model is the one in context, or a model holding a Release)."""
+        INCOMPATIBLE (the model is the one in context, or one that announced a Release or a
+        non-marginalized Privatized node)."""
         model = model_of(var)
         if model is not None and var in privatized_true_counts(model):
             return Competence.IDEAL
