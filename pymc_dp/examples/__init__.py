@@ -1,0 +1,1 @@
+"""Worked examples built on pymc_dp (importable and tested, like :mod:`pymc_dp.demo`)."""
