@@ -35,6 +35,7 @@ LAYERS = {
     "pymc_dp.step_methods": 4,
     "pymc_dp.privacy": 5,
     "pymc_dp.demo": 5,
+    "pymc_dp.releases": 5,
     "pymc_dp.examples": 5,
     "pymc_dp": 5,
 }

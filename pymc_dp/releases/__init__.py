@@ -1,0 +1,38 @@
+"""The release side: what a data holder publishes, and what it costs.
+
+* :func:`release_sufficient_statistics` — clamp records to declared bounds, compute a conjugate
+  family's sufficient statistics, calibrate a mechanism to their exact sensitivity and release
+  them once (Foulds et al. 2016, Sec. 3.2); the returned
+  :class:`SufficientStatisticsRelease` gives the plug-in posterior, the noise-aware PyMC model
+  and the privacy guarantee.
+* :class:`OnePosteriorSample` — One Posterior Sample (Foulds et al. 2016, Sec. 3.1; Wang et al.
+  2015): one draw of a tempered posterior, epsilon-DP from a bound on the log-likelihood's
+  range; exact draws for truncated Beta-Bernoulli and Dirichlet-categorical, a tempered
+  likelihood for a general PyMC model.
+
+Neighbouring datasets are replace-one (``n`` public), as in the rest of pymc_dp.
+"""
+
+from pymc_dp.releases.ops import (
+    OnePosteriorSample,
+    beta_bernoulli_log_likelihood_range,
+    dirichlet_categorical_log_likelihood_range,
+    truncated_beta_rvs,
+)
+from pymc_dp.releases.sufficient import (
+    NormalInverseGamma,
+    SufficientStatisticsRelease,
+    release_sufficient_statistics,
+    sufficient_statistic_sensitivity,
+)
+
+__all__ = [
+    "NormalInverseGamma",
+    "OnePosteriorSample",
+    "SufficientStatisticsRelease",
+    "beta_bernoulli_log_likelihood_range",
+    "dirichlet_categorical_log_likelihood_range",
+    "release_sufficient_statistics",
+    "sufficient_statistic_sensitivity",
+    "truncated_beta_rvs",
+]

@@ -1,0 +1,359 @@
+r"""One Posterior Sample (OPS): one draw of a tempered posterior is epsilon-DP.
+
+Privacy (Foulds et al. 2016, Sec. 2.2, Thm. 2.2; Wang et al. 2015; Dimitrakakis et al. 2014).
+Let ``C = sup_{x, x', θ} |log p(x | θ) - log p(x' | θ)|`` be the range of one record's
+log-likelihood (replace-one neighbours, as in the rest of pymc_dp). Drawing ``θ`` from
+
+.. math:: q_D(θ) \propto π(θ) \prod_{i} p(x_i | θ)^{1/T}
+
+is the exponential mechanism with base measure ``π`` and utility ``Σ_i log p(x_i | θ)``, whose
+sensitivity is ``C``; so one draw is ``ε = 2C/T``-DP. (Derivation: for neighbours ``D, D'``
+differing in record ``x -> x'``, ``q_D(θ)/q_{D'}(θ) = e^{(ℓ(x, θ) - ℓ(x', θ))/T} Z_{D'}/Z_D``;
+each factor is at most ``e^{C/T}``.) At ``T = 1`` this is Thm. 2.2: a posterior draw is
+``2C``-DP. For a target ``ε`` we take ``T = 2C/ε`` (rounded up so that ``2C/T <= ε`` holds
+exactly), capped below at ``T = 1``: a colder posterior than the true one is never used
+(Foulds et al., Sec. 2.2), and then the draw is ``2C``-DP, ``2C <= ε``.
+
+We temper the likelihood only; Foulds et al.'s eq. 14 tempers the whole joint (the prior as
+well). Both are ``2C/T``-DP (the prior does not depend on the data); tempering only the
+likelihood keeps the prior the user chose.
+
+``C`` in closed form (Foulds et al. eqs. 13, 15):
+
+* **Beta-Bernoulli truncated to** ``[p0, 1 - p0]``: ``log p(x | θ)`` is ``log θ`` or
+  ``log(1 - θ)``, so ``C = sup |log θ - log(1 - θ)| = log((1 - p0)/p0)`` (eq. 15).
+* **Dirichlet-categorical truncated to** ``{θ_k >= p0 for all k}`` (``K`` categories,
+  ``p0 < 1/K``): ``C = sup |log θ_j - log θ_k| = log((1 - (K - 1) p0)/p0)``, attained with
+  ``θ_j = 1 - (K - 1) p0`` and the others at ``p0``; ``K = 2`` gives eq. 15.
+
+With ``p0 = 0`` no finite bound exists (some dataset has zero likelihood at some ``θ``), and
+these functions refuse it. The tempered conjugate posteriors are a truncated
+``Beta(α + s/T, β + f/T)`` and a truncated ``Dirichlet(α + c/T)``, drawn exactly here; for
+other models :meth:`OnePosteriorSample.tempered_likelihood` writes the tempered likelihood into
+a PyMC model and the user supplies ``C`` (the privacy of an MCMC draw then holds only once the
+chain has converged, Foulds et al. Sec. 4.1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from scipy import stats
+
+from pymc_dp._validation import as_positive_finite
+from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
+
+__all__ = [
+    "OnePosteriorSample",
+    "beta_bernoulli_log_likelihood_range",
+    "dirichlet_categorical_log_likelihood_range",
+    "truncated_beta_rvs",
+]
+
+
+def _up(x: float, ulps: int = 4) -> float:
+    for _ in range(ulps):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def beta_bernoulli_log_likelihood_range(truncation) -> float:
+    """``C = log((1 - p0)/p0)`` for Bernoulli records and ``θ`` in ``[p0, 1 - p0]`` (eq. 15).
+
+    Computed as ``log1p(-p0) - log(p0)`` and rounded up by a few ulps (never under-counted).
+
+    Raises
+    ------
+    ValueError
+        Unless ``0 < p0 < 1/2`` (``p0 = 0``: no finite bound; ``p0 >= 1/2``: empty interval).
+
+    Examples
+    --------
+    >>> round(beta_bernoulli_log_likelihood_range(0.1), 12) == round(math.log(9.0), 12)
+    True
+    """
+    return dirichlet_categorical_log_likelihood_range(truncation, 2)
+
+
+def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> float:
+    """``C = log((1 - (K-1) p0)/p0)`` for ``K`` categories and every ``θ_k >= p0``.
+
+    Raises
+    ------
+    ValueError
+        Unless ``K >= 2`` and ``0 < p0 < 1/K`` (``p0 = 0``: no finite bound exists).
+
+    Examples
+    --------
+    >>> round(dirichlet_categorical_log_likelihood_range(0.01, 4), 12) == round(
+    ...     math.log(0.97 / 0.01), 12)
+    True
+    """
+    k = n_categories
+    if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or k < 2:
+        raise ValueError(f"n_categories must be an integer >= 2, got {n_categories!r}")
+    p0 = float(truncation)
+    if not (math.isfinite(p0) and 0.0 < p0 < 1.0 / int(k)):
+        raise ValueError(
+            f"truncation p0 must lie in (0, 1/K) = (0, {1.0 / int(k):.6g}), got {truncation!r}"
+            + (
+                ": with p0 = 0 the log-likelihood is unbounded and no temperature makes one "
+                "posterior draw private"
+                if p0 == 0.0
+                else ""
+            )
+        )
+    return _up(math.log1p(-(int(k) - 1) * p0) - math.log(p0))
+
+
+# ---- exact truncated Beta draws ---------------------------------------------------------------
+def _log_beta_kernel(x, a, b):
+    return (a - 1.0) * np.log(x) + (b - 1.0) * np.log1p(-x)
+
+
+def _rejection_tail(a, b, lo, hi, rng, max_rounds: int = 10_000) -> np.ndarray:
+    """Truncated Beta draws when nearly all the mass lies outside ``[lo, hi]`` (``a, b >= 1``).
+
+    The log-density is concave, so its tangent at the end nearest the mode bounds it from
+    above: propose from that (truncated) exponential and accept with the ratio (exact).
+    """
+    out = np.empty(a.shape)
+    todo = np.ones(a.shape, dtype=bool)
+    for _ in range(max_rounds):
+        i = np.flatnonzero(todo)
+        if i.size == 0:
+            return out
+        ai, bi, li, hi_ = a[i], b[i], lo[i], hi[i]
+        slope_lo = (ai - 1.0) / li - (bi - 1.0) / (1.0 - li)
+        left = slope_lo <= 0.0  # decreasing on the interval: tangent at lo, else at hi
+        x0 = np.where(left, li, hi_)
+        rate = np.abs(np.where(left, slope_lo, (ai - 1.0) / hi_ - (bi - 1.0) / (1.0 - hi_)))
+        w = hi_ - li
+        u = rng.random(i.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            e = np.where(rate * w > 1e-12, -np.log1p(-u * -np.expm1(-rate * w)) / rate, u * w)
+        x = np.clip(np.where(left, li + e, hi_ - e), li, hi_)
+        logr = _log_beta_kernel(x, ai, bi) - _log_beta_kernel(x0, ai, bi) + rate * np.abs(x - x0)
+        ok = np.log(rng.random(i.size)) <= np.minimum(logr, 0.0)
+        out[i[ok]] = x[ok]
+        todo[i[ok]] = False
+    raise RuntimeError("truncated Beta rejection sampler did not finish")  # pragma: no cover
+
+
+def truncated_beta_rvs(a, b, lo, hi, *, rng=None) -> np.ndarray:
+    """Exact draws of ``Beta(a, b)`` truncated to ``[lo, hi]`` (broadcast over the arguments).
+
+    Inverse CDF with scipy's ``beta.ppf`` on the side of the distribution where the interval's
+    probability is computed without cancellation (``cdf`` when ``F(lo) <= 1/2``, else
+    ``sf``/``isf``). When that probability is below ``1e-6`` of the tail it is taken from
+    (or underflows), and ``a, b >= 1``, a rejection sampler with an exponential envelope is
+    used instead (exact, by log-concavity); with ``a < 1`` or ``b < 1`` there it raises.
+
+    Examples
+    --------
+    >>> x = truncated_beta_rvs(2.0, 5.0, 0.1, 0.9, rng=np.random.default_rng(0))
+    >>> bool(0.1 <= x <= 0.9)
+    True
+    >>> x = truncated_beta_rvs(1e6, 1.0, 0.1, 0.9, rng=np.random.default_rng(0))  # far tail
+    >>> bool(0.8999 < x <= 0.9)
+    True
+    """
+    rng = np.random.default_rng(rng)
+    a, b, lo, hi = (np.asarray(v, dtype=np.float64) for v in (a, b, lo, hi))
+    shape = np.broadcast_shapes(a.shape, b.shape, lo.shape, hi.shape)
+    a, b, lo, hi = (np.broadcast_to(v, shape).ravel() for v in (a, b, lo, hi))
+    if not (np.all(a > 0) and np.all(b > 0) and np.all((0 <= lo) & (lo < hi) & (hi <= 1))):
+        raise ValueError("need a, b > 0 and 0 <= lo < hi <= 1")
+    fl, fh = stats.beta.cdf(lo, a, b), stats.beta.cdf(hi, a, b)
+    sl, sh = stats.beta.sf(lo, a, b), stats.beta.sf(hi, a, b)
+    upper = fl > 0.5
+    mass = np.where(upper, sl - sh, fh - fl)
+    base = np.where(upper, sl, fh)
+    u = rng.random(a.shape)
+    with np.errstate(invalid="ignore"):
+        x_cdf = stats.beta.ppf(fl + u * (fh - fl), a, b)
+        x_sf = stats.beta.isf(sh + u * (sl - sh), a, b)
+    x = np.clip(np.where(upper, x_sf, x_cdf), lo, hi)
+    bad = ~((mass > 1e-300) & (mass >= 1e-6 * base))
+    if np.any(bad):
+        if not (np.all(a[bad] >= 1.0) and np.all(b[bad] >= 1.0)):
+            raise ValueError(
+                "truncated_beta_rvs: the interval holds too little mass for the inverse CDF "
+                "and a < 1 or b < 1 (no log-concave envelope)"
+            )
+        x[bad] = _rejection_tail(a[bad], b[bad], lo[bad], hi[bad], rng)
+    return x.reshape(shape)[()]
+
+
+def _dirichlet_rejection(alpha, p0, rng, max_draws: int = 1_000_000) -> np.ndarray:
+    """One draw of ``Dirichlet(alpha)`` restricted to ``{θ_k >= p0}`` (exact rejection)."""
+    drawn, batch = 0, 256
+    while drawn < max_draws:
+        th = rng.dirichlet(alpha, size=batch)
+        ok = np.flatnonzero(np.all(th >= p0, axis=1))
+        if ok.size:
+            return th[ok[0]]
+        drawn += batch
+        batch = min(batch * 4, 65_536)
+    raise RuntimeError(
+        f"OnePosteriorSample: no draw of Dirichlet(alpha) met theta_k >= {p0} in {max_draws} "
+        "proposals (the truncated region holds almost no mass): use tempered_likelihood in a "
+        "PyMC model with a truncated prior instead"
+    )
+
+
+@dataclass(frozen=True)
+class OnePosteriorSample:
+    """One Posterior Sample at the temperature that makes one draw ``epsilon``-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        The target privacy cost of one draw (finite, > 0).
+    log_likelihood_range : float
+        ``C = sup |log p(x | θ) - log p(x' | θ)|`` over records ``x, x'`` and parameters
+        ``θ`` in the (truncated) parameter space: finite and ``>= 0``.
+    family : {None, "beta_bernoulli", "dirichlet_categorical"}
+        Set by the constructors :meth:`beta_bernoulli` and :meth:`dirichlet_categorical`,
+        which compute ``C`` and allow the exact :meth:`sample`.
+    truncation : float, optional
+        ``p0`` of those families.
+    n_categories : int, optional
+        ``K`` of the Dirichlet-categorical family.
+
+    Notes
+    -----
+    ``temperature = max(1, 2C/ε)`` and ``guarantee() = 2C/temperature <= ε`` (module
+    docstring). The guarantee holds for one draw; ``k`` draws cost ``k`` times as much.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+    >>> round(ops.temperature, 6), ops.guarantee().epsilon <= 1.0
+    (4.394449, True)
+    >>> x = np.array([1, 0, 0, 1, 1])
+    >>> theta = ops.sample(x, prior=(1.0, 1.0), rng=np.random.default_rng(0))
+    >>> bool(0.1 <= theta <= 0.9)
+    True
+    """
+
+    epsilon: float
+    log_likelihood_range: float
+    family: str | None = None
+    truncation: float | None = None
+    n_categories: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", as_positive_finite("epsilon", self.epsilon))
+        c = float(self.log_likelihood_range)
+        if not (math.isfinite(c) and c >= 0.0):
+            raise ValueError(
+                f"log_likelihood_range must be finite and >= 0, got {self.log_likelihood_range!r}"
+                ": without a finite bound one posterior draw has no finite privacy guarantee "
+                "(truncate the parameter space or bound the data)"
+            )
+        object.__setattr__(self, "log_likelihood_range", c)
+
+    @classmethod
+    def beta_bernoulli(cls, epsilon, truncation) -> OnePosteriorSample:
+        """Bernoulli records, Beta prior truncated to ``[p0, 1 - p0]`` (Foulds et al. eq. 15)."""
+        c = beta_bernoulli_log_likelihood_range(truncation)
+        return cls(epsilon, c, "beta_bernoulli", float(truncation), 2)
+
+    @classmethod
+    def dirichlet_categorical(cls, epsilon, truncation, n_categories) -> OnePosteriorSample:
+        """Categorical records, Dirichlet prior truncated to ``{θ_k >= p0}``."""
+        c = dirichlet_categorical_log_likelihood_range(truncation, n_categories)
+        return cls(epsilon, c, "dirichlet_categorical", float(truncation), int(n_categories))
+
+    @property
+    def temperature(self) -> float:
+        """``T = max(1, 2C/ε)``, rounded up so that ``2C/T <= ε`` exactly."""
+        if self.log_likelihood_range == 0.0:
+            return 1.0
+        return max(1.0, laplace_scale(self.epsilon, 2.0 * self.log_likelihood_range))
+
+    def guarantee(self) -> PrivacyGuarantee:
+        """Pure DP of one draw: ``ε = 2C/T`` (exact, rounded up; ``<= epsilon``)."""
+        two_c = 2 * Fraction(self.log_likelihood_range)
+        return PrivacyGuarantee(epsilon=linear_epsilon(1 / Fraction(self.temperature), two_c))
+
+    def sample(self, data, prior=None, rng=None):
+        """One exact draw of the tempered, truncated conjugate posterior.
+
+        Parameters
+        ----------
+        data : array_like
+            The records: 0/1 (beta_bernoulli) or integers ``0..K-1`` (dirichlet_categorical).
+        prior : tuple or array, optional
+            ``(alpha, beta)`` of the Beta prior (default ``(1, 1)``), or the Dirichlet
+            concentration (default ones). The prior is truncated like the posterior.
+        rng : numpy.random.Generator, optional
+
+        Returns
+        -------
+        float or numpy.ndarray
+            ``θ`` (a float in ``[p0, 1 - p0]``, or a probability vector with entries
+            ``>= p0``).
+        """
+        rng = np.random.default_rng(rng)
+        counts = self._counts(data)
+        t = self.temperature
+        if self.family == "beta_bernoulli":
+            a, b = (1.0, 1.0) if prior is None else (float(prior[0]), float(prior[1]))
+            if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+                raise ValueError(f"prior must be two finite positive numbers, got {prior!r}")
+            p0 = self.truncation
+            return float(
+                truncated_beta_rvs(a + counts[1] / t, b + counts[0] / t, p0, 1 - p0, rng=rng)
+            )
+        alpha = np.ones(self.n_categories) if prior is None else np.asarray(prior, np.float64)
+        if alpha.shape != (self.n_categories,) or not np.all(np.isfinite(alpha) & (alpha > 0)):
+            raise ValueError(f"prior must be {self.n_categories} finite positive numbers")
+        return _dirichlet_rejection(alpha + counts / t, self.truncation, rng)
+
+    def _counts(self, data) -> np.ndarray:
+        if self.family is None:
+            raise ValueError(
+                "sample() draws exactly for the beta_bernoulli and dirichlet_categorical "
+                "families only; for another model use tempered_likelihood in a PyMC model"
+            )
+        x = np.asarray(data)
+        if isinstance(data, np.ma.MaskedArray) or x.ndim != 1 or x.size == 0:
+            raise ValueError("data must be a non-empty 1-D array of records")
+        k = self.n_categories
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or not np.all(
+            (x == np.round(x)) & (x >= 0) & (x < k)
+        ):
+            raise ValueError(f"data must hold integers in 0..{k - 1}")
+        return np.bincount(x.astype(np.int64), minlength=k).astype(np.float64)
+
+    def tempered_likelihood(self, name: str, dist, observed):
+        """Add ``Σ_i log p(x_i | θ) / T`` to the model in context as ``pm.Potential(name)``.
+
+        ``dist`` is the records' law as a ``.dist()`` of the model's parameters (e.g.
+        ``pm.Bernoulli.dist(p=p)``) and ``observed`` the records. The parameters' priors must
+        live on the parameter space on which ``log_likelihood_range`` was computed (e.g.
+        ``pm.Truncated(pm.Beta.dist(1, 1), lower=p0, upper=1 - p0)``). The potential holds
+        no pymc_dp node: :func:`pymc_dp.privacy_report` does not see it; the cost of one
+        released draw is :meth:`guarantee`, and holds only for a converged chain.
+
+        Examples
+        --------
+        >>> import numpy as np, pymc as pm
+        >>> ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+        >>> with pm.Model() as m:
+        ...     p = pm.Truncated("p", pm.Beta.dist(1.0, 1.0), lower=0.1, upper=0.9)
+        ...     pot = ops.tempered_likelihood("loglik", pm.Bernoulli.dist(p=p), np.array([1, 0]))
+        >>> float(m.compile_logp(vars=[pot], jacobian=False)({"p_interval__": 0.0})) == float(
+        ...     2 * np.log(0.5) / ops.temperature)
+        True
+        """
+        import pymc as pm
+
+        logp = pm.logp(dist, np.asarray(observed)).sum()
+        return pm.Potential(name, logp * np.float64(1.0 / self.temperature))
