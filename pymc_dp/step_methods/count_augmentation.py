@@ -21,6 +21,12 @@ of the rate, so the compound chain is exact.
 (``Privatized(..., marginalize=False)`` announces its model); it can also be given explicitly
 (``pm.sample(step=[CountAugmentation([y])])``).
 
+``method="direct"`` draws every true count exactly from :math:`P(y \mid z, \mu)` itself
+(:func:`pymc_dp.kernels.count_posterior.draw_true_counts`: the conditional is log-concave, so
+it is drawn without auxiliary rates), so the counts carry no memory between sweeps; the rate's
+step then sees fresh counts each sweep. ``method="augmentation"`` (the default) is Schein's
+chain above.
+
 Sampler statistic: ``ca_frac_changed``, the fraction of true counts whose value changed.
 
 Examples
@@ -50,16 +56,20 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 
 from pymc_dp.kernels.count_augmentation import AuxRates, count_augmentation_sweep, init_aux_rates
+from pymc_dp.kernels.count_posterior import draw_true_counts
 from pymc_dp.step_methods.claims import model_of, privatized_true_counts
 
-__all__ = ["CountAugmentation", "CountAugmentationState"]
+__all__ = ["METHODS", "CountAugmentation", "CountAugmentationState"]
+
+#: the ways :class:`CountAugmentation` can draw the true counts
+METHODS = ("augmentation", "direct")
 
 
 @dataclass_state
 class CountAugmentationState(StepMethodState):
     """Sampling state of :class:`CountAugmentation`: the step's generator (``rng``) and the
     auxiliary rates :math:`\\lambda^+`, :math:`\\lambda^-` of every claimed variable (lists
-    of arrays in variable order)."""
+    of arrays in variable order; empty lists for ``method="direct"``)."""
 
     lam_plus: list
     lam_minus: list
@@ -98,7 +108,8 @@ def _target(model, value_var, compile_kwargs) -> _Target:
 
 
 class CountAugmentation(BlockedStep):
-    """Skellam-Bessel Gibbs step (Schein et al. 2019) for Privatized Poisson true counts.
+    """Gibbs step for Privatized Poisson true counts: Schein et al.'s (2019) Skellam-Bessel
+    augmentation, or a direct exact draw of each count.
 
     Parameters
     ----------
@@ -112,11 +123,16 @@ class CountAugmentation(BlockedStep):
         Point giving the shapes of the counts (default: the model's initial point).
     compile_kwargs : dict, optional
         Passed to the compilation of the rates.
+    method : {"augmentation", "direct"}, default "augmentation"
+        ``"augmentation"``: Schein et al.'s eqs. 13-16 with auxiliary rates kept between
+        sweeps; ``"direct"``: each count drawn exactly from :math:`P(y \\mid z, \\mu)`, no
+        auxiliary state (:mod:`pymc_dp.kernels.count_posterior`).
 
     Notes
     -----
-    The auxiliary rates start from their prior (eq. 9) at construction and at each chain's
-    start; the tuning phase serves as their burn-in. See the module docstring.
+    With ``"augmentation"`` the auxiliary rates start from their prior (eq. 9) at construction
+    and at each chain's start; the tuning phase serves as their burn-in. See the module
+    docstring.
     """
 
     name = "count_augmentation"
@@ -125,8 +141,19 @@ class CountAugmentation(BlockedStep):
     _state_class = CountAugmentationState
 
     def __init__(
-        self, vars, *, model=None, blocked=True, rng=None, initial_point=None, compile_kwargs=None
+        self,
+        vars,
+        *,
+        model=None,
+        blocked=True,
+        rng=None,
+        initial_point=None,
+        compile_kwargs=None,
+        method="augmentation",
     ):
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        self.method = method
         model = modelcontext(model)
         self.vars = get_value_vars_from_user_vars(vars, model)
         self.blocked = True
@@ -137,6 +164,8 @@ class CountAugmentation(BlockedStep):
 
     def _init_aux(self, point):
         self.lam_plus, self.lam_minus = [], []
+        if self.method == "direct":
+            return
         for t in self._targets:
             aux = init_aux_rates(t.alpha, np.shape(point[t.name]), self.rng)
             self.lam_plus.append(aux.lam_plus)
@@ -145,22 +174,31 @@ class CountAugmentation(BlockedStep):
     def setup_chain(self, rng, tune, draws):
         """Set the chain's generator and redraw the auxiliary rates from their prior."""
         super().setup_chain(rng, tune, draws)
-        for k, t in enumerate(self._targets):
-            aux = init_aux_rates(t.alpha, np.shape(self.lam_plus[k]), self.rng)
+        for k in range(len(self.lam_plus)):  # none for method="direct"
+            aux = init_aux_rates(self._targets[k].alpha, np.shape(self.lam_plus[k]), self.rng)
             self.lam_plus[k], self.lam_minus[k] = aux.lam_plus, aux.lam_minus
 
+    def _augmentation_sweep(self, k, mu, z):
+        """Eqs. 13-16 for the ``k``-th variable, its auxiliary rates updated in place."""
+        alpha = self._targets[k].alpha
+        if np.shape(self.lam_plus[k]) != np.shape(z):  # a pm.set_data release changed shape
+            aux = init_aux_rates(alpha, np.shape(z), self.rng)
+        else:
+            aux = AuxRates(self.lam_plus[k], self.lam_minus[k])
+        y = count_augmentation_sweep(z, mu, alpha, aux, self.rng)
+        self.lam_plus[k], self.lam_minus[k] = aux.lam_plus, aux.lam_minus
+        return y
+
     def step(self, point):
-        """One augmentation sweep over every count of every claimed variable."""
+        """One sweep over every count of every claimed variable."""
         new_point = dict(point)
         changed = total = 0
         for k, t in enumerate(self._targets):
             mu, z = t.fn(point)
-            if np.shape(self.lam_plus[k]) != np.shape(z):  # a pm.set_data release changed shape
-                aux = init_aux_rates(t.alpha, np.shape(z), self.rng)
+            if self.method == "direct":
+                y = draw_true_counts(z, mu, t.alpha, self.rng)
             else:
-                aux = AuxRates(self.lam_plus[k], self.lam_minus[k])
-            y = count_augmentation_sweep(z, mu, t.alpha, aux, self.rng)
-            self.lam_plus[k], self.lam_minus[k] = aux.lam_plus, aux.lam_minus
+                y = self._augmentation_sweep(k, mu, z)
             old = point[t.name]
             changed += int(np.count_nonzero(y != old))
             total += y.size

@@ -1,11 +1,14 @@
 """CountAugmentation: the Skellam-Bessel Gibbs step for Privatized Poisson true counts.
 
+Both methods are tested: ``"augmentation"`` (Schein et al.'s chain, the default) and
+``"direct"`` (an exact draw of each count, pymc_dp.kernels.count_posterior).
+
 Statistical assertions have a false-alarm rate of 1e-6: chi-square p-value > 1e-6 for the
 one-count conditional (independent counts of one node, 60 sweeps from the prior of the
-auxiliary rates: see tests/kernels/test_count_augmentation.py), and the posterior mean of the
-Gamma-Poisson rate within 4.89 MCSE of the exact grid posterior mean (pymc_dp.testing.
-mcse_check). Each has a negative control asserted to fail (the conditional at another alpha;
-the noise-ignoring grid posterior). Step-assignment tests are deterministic.
+auxiliary rates: see tests/kernels/test_count_augmentation.py; one sweep for "direct"), and
+the posterior mean of the Gamma-Poisson rate within 4.89 MCSE of the exact grid posterior mean
+(pymc_dp.testing.mcse_check). Each has a negative control asserted to fail (the conditional at
+another alpha; the noise-ignoring grid posterior). Step-assignment tests are deterministic.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ def _chi2_pvalue(draws, p):
     ).pvalue
 
 
-def test_step_reads_rate_release_and_alpha_from_the_graph():
+@pytest.mark.parametrize(("method", "sweeps"), [("augmentation", 60), ("direct", 1)])
+def test_step_reads_rate_release_and_alpha_from_the_graph(method, sweeps):
     """Fixed rate written as an expression (2 * w, w data); 40000 copies of one count."""
     n, z, alpha = 40_000, 2, 0.8
     with pm.Model() as model:
@@ -58,9 +62,9 @@ def test_step_reads_rate_release_and_alpha_from_the_graph():
             marginalize=False,
             observed=np.full(n, z),
         )
-        step = CountAugmentation([model["z_true"]], rng=3)
+        step = CountAugmentation([model["z_true"]], rng=3, method=method)
     point = model.initial_point()
-    for _ in range(60):
+    for _ in range(sweeps):
         point, _ = step.step(point)
     y = point["z_true"]
     assert _chi2_pvalue(y, _exact_conditional(z, 3.0, alpha)) > RATE
@@ -109,6 +113,35 @@ def test_gamma_poisson_rate_posterior_matches_grid():
     draws = idata.posterior["lam"].values
     assert mcse_check(draws, exact).passed, (mcse_check(draws, exact), exact)
     assert not mcse_check(draws, naive).passed, ("noise-ignoring control passed", naive)
+
+
+def test_gamma_poisson_rate_posterior_matches_grid_direct():
+    """method="direct" given explicitly; NUTS for the rate (assigned by pm.sample)."""
+    mech, z = _gamma_poisson_data()
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", F(2.0), F(0.5))
+        Privatized("z", pm.Poisson.dist(lam), mech, marginalize=False, observed=z)
+        step = CountAugmentation([model["z_true"]], method="direct")
+        idata = pm.sample(
+            draws=4000,
+            tune=1000,
+            chains=2,
+            cores=1,
+            step=[step],
+            progressbar=False,
+            random_seed=1,
+        )
+    assert idata.posterior["z_true"].shape[-1] == z.size
+    exact, naive = _grid_posteriors(mech, z)
+    draws = idata.posterior["lam"].values
+    assert mcse_check(draws, exact).passed, (mcse_check(draws, exact), exact)
+    assert not mcse_check(draws, naive).passed, ("noise-ignoring control passed", naive)
+
+
+def test_method_is_validated():
+    model = _model("claimed")
+    with model, pytest.raises(ValueError, match="method must be one of"):
+        CountAugmentation([model["z_true"]], method="Direct")
 
 
 def _model(kind):
@@ -177,11 +210,14 @@ def test_step_claims_the_true_counts_only():
         CountAugmentation([model["lam"]])
 
 
-def test_sampling_state_round_trip():
-    """Restoring the state (generator and auxiliary rates) reproduces the next sweep."""
+@pytest.mark.parametrize("method", ["augmentation", "direct"])
+def test_sampling_state_round_trip(method):
+    """Restoring the state (generator and auxiliary rates) reproduces the next sweep; a chain's
+    setup works for both methods ("direct" keeps no auxiliary rates)."""
     model = _model("claimed")
     with model:
-        step = CountAugmentation([model["z_true"]], rng=5)
+        step = CountAugmentation([model["z_true"]], rng=5, method=method)
+    step.setup_chain(np.random.default_rng(6), tune=0, draws=1)
     point = model.initial_point()
     point, _ = step.step(point)
     state = step.sampling_state
@@ -189,7 +225,8 @@ def test_sampling_state_round_trip():
     step.sampling_state = state
     b, _ = step.step(point)
     np.testing.assert_array_equal(a["z_true"], b["z_true"])
-    assert len(state.lam_plus) == 1 and state.lam_plus[0].shape == (4,)
+    n_aux = 1 if method == "augmentation" else 0
+    assert len(state.lam_plus) == n_aux and [x.shape for x in state.lam_plus] == [(4,)] * n_aux
 
 
 def test_factorization_rate_expression():
@@ -223,14 +260,15 @@ def test_factorization_rate_expression():
     assert new["y_true"].shape == (d, v) and (new["y_true"] >= 0).all()
 
 
-def test_set_data_release_is_read_at_each_sweep():
+@pytest.mark.parametrize("method", ["augmentation", "direct"])
+def test_set_data_release_is_read_at_each_sweep(method):
     """A pm.Data release changed by pm.set_data is what the step uses at the next sweep."""
     with pm.Model() as model:
         zd = pm.Data("zd", np.array([1, 2, 3]))
         Privatized(
             "z", pm.Poisson.dist(F(3.0)), Geometric(alpha=0.01), marginalize=False, observed=zd
         )
-        step = CountAugmentation([model["z_true"]], rng=2)
+        step = CountAugmentation([model["z_true"]], rng=2, method=method)
     point = model.initial_point()
     with model:
         pm.set_data({"zd": np.array([400, 400, 400])})
