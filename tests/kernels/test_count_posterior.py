@@ -81,8 +81,8 @@ ORDINARY = [
     (9, 2.0, 0.6),
     (40, 30.0, 0.9),
     (100, 50.0, 0.2),
-    (12, 12.5, 0.9),  # mode 12: the last inversion case
-    (13, 13.2, 0.7),  # mode 13: the first rejection case
+    (50, 50.5, 0.9),  # mode 50 = SMALL_MODE: the last inversion case
+    (51, 51.5, 0.7),  # mode 51: the first rejection case
     (15, 14.0, 0.99),
     (400, 3.0, 0.01),
 ]
@@ -126,6 +126,7 @@ def test_extreme_parameters(z, mu, alpha, control):
     [
         (5, 5.0, 1e-12, 5),  # the kink at z swallows everything: P(y != 5) ~ 1.2e-12
         (10**6, 1e6, 1e-12, 10**6),
+        (10**6, 1e15, 1e-300, 10**6),  # mu / alpha overflows: a left slope of -inf
         (-(10**6), 0.0, 0.5, 0),  # mu = 0
         (10**6, 0.0, 1e-12, 0),
         (20, 1e-300, 0.5, 0),
@@ -209,7 +210,7 @@ GRID = [
         lambda mu: int(2 * mu),
         lambda mu: 10**6,
     )
-    if posterior_mode(z_of(mu), mu, alpha) > SMALL_MODE
+    if posterior_mode(z_of(mu), mu, alpha) > 12  # the envelope is also checked below SMALL_MODE
 ]
 
 
@@ -229,9 +230,9 @@ def _envelope_check(z, mu, alpha, shrink=1.0):
 
 def test_rejection_envelope_dominates_and_is_tight():
     """The envelope is >= f everywhere on the exact window (to scipy's 1e-9 accuracy) and its
-    mass is at most 1.6 times f's (expected trials per draw) over a grid of 210 parameter
-    sets with modes > SMALL_MODE: mu from 14 to 1e6, alpha from 1e-12 to 1 - 1e-9, z below,
-    at, above and far from the rate."""
+    mass is at most 1.6 times f's (expected trials per draw) over a grid of parameter sets
+    with modes > 12 (the rejection path takes modes > SMALL_MODE): mu from 14 to 1e6, alpha
+    from 1e-12 to 1 - 1e-9, z below, at, above and far from the rate."""
     assert len(GRID) > 150
     worst = max(_envelope_check(*case) for case in GRID)
     excess = max(_envelope_check(*case)[1] for case in GRID)
@@ -251,3 +252,10 @@ def test_mode_is_the_argmax():
         lf = stats.poisson.logpmf(y, mu) + math.log(alpha) * np.abs(y - z)
         m = int(posterior_mode(z, mu, alpha))
         assert lf[m] >= lf.max() - 1e-9 * abs(lf.max()), (z, mu, alpha, m, int(np.argmax(lf)))
+
+
+def test_both_paths_are_tested():
+    """The chi-square cases straddle the switch from inversion to rejection."""
+    assert posterior_mode(50, 50.5, 0.9) == SMALL_MODE
+    assert posterior_mode(51, 51.5, 0.7) == SMALL_MODE + 1
+    assert (51, 51.5, 0.7) in ORDINARY and (50, 50.5, 0.9) in ORDINARY
