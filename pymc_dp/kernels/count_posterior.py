@@ -48,17 +48,19 @@ with :math:`g = -D(M+1)` (slope at the mode plus the curvature :math:`1/M` of
 is used instead if it gives a smaller envelope. The tail slopes are the closed-form ratios
 above, :math:`s_R = \log(f(R+1)/f(R))`. The chord from :math:`(M, 0)` to :math:`(R, D(R))`
 (or :math:`(L, D(L))`) lies below :math:`D` by concavity and serves as a squeeze: a flat-part
-draw under it is kept without evaluating :math:`D`. The expected number of trials is the envelope
-mass over the true mass: at most 1.4 over the tests' grid (mu up to 1e6, alpha from 1e-12 to
-1 - 1e-9; asserted <= 1.6), :math:`O(1)` for any :math:`\mu`. :math:`D` is formed without large cancellations,
+draw under it is kept without evaluating :math:`D`. The expected number of trials is the
+envelope mass over the true mass: at most 1.4 over the tests' grid (mu up to 1e6, alpha from
+1e-12 to 1 - 1e-9; asserted <= 1.6), :math:`O(1)` for any :math:`\mu`. :math:`D` is formed
+without large cancellations,
 :math:`D(y) = [\log\mathrm{Pois}(y; M) - \log\mathrm{Pois}(M; M)] + (y - M)\log(\mu/M)
 - a(|y - z| - |M - z|)`, :math:`a = -\log\alpha`, with Loader's form of the Poisson log-pmf
 (:func:`pymc_dp.math.poisson.log_poisson_scalar`: relative accuracy near 1e-15 where the
 lgamma difference would lose 1e-9 at :math:`M = 10^6`).
 
 The geometric tail draws invert :math:`P(G \ge g) = e^{s g}` exactly (up to the uniform's
-53 bits); draws beyond :math:`2^{52}` (mass below :math:`e^{-10^{10}}` of the envelope) are
-rejected. Everything runs in one numba loop over the counts (:func:`draw_true_counts`).
+53 bits); draws beyond :math:`2^{52}` (mass below :math:`e^{-10^{8}}` of the envelope for
+:math:`\mu \le 10^{15}`) are rejected. Everything runs in one numba loop over the counts
+(:func:`draw_true_counts`).
 
 Examples
 --------
