@@ -286,6 +286,14 @@ def _float64_base(base_rv):
 def safe_logsumexp(x, axis=0):
     """``log sum exp(x)`` along ``axis`` with a finite (zero) gradient when all terms are -inf.
 
+    The shift is ``floor(max(x))``, not ``max(x)``: ``floor`` has a zero derivative in every
+    backend, so no backend differentiates the maximum. JAX does when it differentiates the
+    compiled graph itself (``pm.sample(nuts_sampler="numpyro")``; PyTensor's ``zero_grad`` is
+    rewritten away before that), and its derivative of a maximum divides by the number of
+    entries equal to it: inside ``jax.jit`` XLA may recompute the entries with other rounding
+    than the maximum, that number is 0 and the gradient NaN (the Binomial + Geometric NaN of
+    issue 9). The value is unchanged (``x - floor(max(x)) <= 1``: no overflow).
+
     Examples
     --------
     >>> import numpy as np, pytensor, pytensor.tensor as pt
@@ -295,8 +303,8 @@ def safe_logsumexp(x, axis=0):
     [-inf, [0.0, 0.0]]
     """
     m = pt.max(x, axis=axis, keepdims=True)
-    m = pt.switch(pt.isfinite(m), m, 0.0)
-    m = zero_grad(m)
+    m = pt.switch(pt.isfinite(m), m, np.float64(0.0))
+    m = zero_grad(pt.floor(m))
     s = pt.sum(pt.exp(x - m), axis=axis)
     ok = s > 0
     return pt.switch(ok, pt.squeeze(m, axis=axis) + pt.log(pt.switch(ok, s, 1.0)), -np.inf)
