@@ -334,14 +334,44 @@ class SufficientStatisticsRelease:
 
         return build_model(self, prior, name)
 
+    def noise_aware_count_posterior(self, prior=None) -> np.ndarray:
+        """``P(s | z)`` for ``s = 0..n``: the success count given a Bernoulli release.
+
+        ``P(s | z) ∝ BetaBinomial(s; n, alpha, beta) η(z_1 - s) η(z_2 - (n - s))`` with ``η``
+        the mechanism's noise density and ``(alpha, beta)`` the Beta prior (default
+        ``(1, 1)``); given ``s``, ``p ~ Beta(alpha + s, beta + n - s)``. So the noise-aware
+        posterior mean of ``p`` is ``Σ_s P(s | z) (alpha + s) / (alpha + beta + n)``.
+        Cost ``O(n)``.
+
+        Examples
+        --------
+        >>> import numpy as np, pymc_dp as pmdp
+        >>> from pymc_dp.releases import release_sufficient_statistics
+        >>> rel = release_sufficient_statistics(np.array([1, 1, 0]), "bernoulli",
+        ...     mechanism=pmdp.Laplace(scale=1e-6, sensitivity=2.0),
+        ...     rng=np.random.default_rng(0))
+        >>> np.round(rel.noise_aware_count_posterior(), 6)
+        array([0., 0., 1., 0.])
+        """
+        if self.family != "bernoulli":
+            raise ValueError(
+                "the noise-aware posterior by enumeration is for bernoulli releases; use "
+                "model() and pm.sample for the other families"
+            )
+        a, b = _positive_prior(prior, ("alpha", "beta"), (1, 1))
+        s = np.arange(self.n + 1, dtype=np.float64)
+        z = np.asarray(self.value, dtype=np.float64)
+        logw = _log_beta_binomial(s, self.n, a, b)
+        logw = logw + self.mechanism.logpdf(z[0] - s) + self.mechanism.logpdf(z[1] - (self.n - s))
+        w = np.exp(logw - logw.max())
+        return w / w.sum()
+
     def sample_noise_aware_posterior(self, prior=None, size: int = 1, rng=None) -> np.ndarray:
         """Exact draws of ``p`` from the noise-aware posterior of a Bernoulli release.
 
-        The success count ``s`` (``f = n - s``) is enumerated:
-        ``P(s | z) ∝ BetaBinomial(s; n, alpha, beta) η(z_1 - s) η(z_2 - (n - s))`` with ``η``
-        the mechanism's noise density, then ``p | s ~ Beta(alpha + s, beta + n - s)``. Cost
-        ``O(n)`` per call (whatever ``size``); this is the posterior of :meth:`model`
-        without Markov chains.
+        ``s`` from :meth:`noise_aware_count_posterior`, then
+        ``p | s ~ Beta(alpha + s, beta + n - s)``. Cost ``O(n)`` per call (whatever ``size``);
+        this is the posterior of :meth:`model` without Markov chains.
 
         Examples
         --------
@@ -354,19 +384,10 @@ class SufficientStatisticsRelease:
         >>> bool(d.mean() > 0.85)
         True
         """
-        if self.family != "bernoulli":
-            raise ValueError(
-                "sample_noise_aware_posterior is for bernoulli releases; use model() and "
-                "pm.sample for the other families"
-            )
+        w = self.noise_aware_count_posterior(prior)
         a, b = _positive_prior(prior, ("alpha", "beta"), (1, 1))
         rng = np.random.default_rng(rng)
-        s = np.arange(self.n + 1, dtype=np.float64)
-        logw = _log_beta_binomial(s, self.n, a, b)
-        z = np.asarray(self.value, dtype=np.float64)
-        logw = logw + self.mechanism.logpdf(z[0] - s) + self.mechanism.logpdf(z[1] - (self.n - s))
-        w = np.exp(logw - logw.max())
-        draws_s = rng.choice(self.n + 1, size=int(size), p=w / w.sum())
+        draws_s = rng.choice(self.n + 1, size=int(size), p=w)
         return rng.beta(a + draws_s, b + self.n - draws_s)
 
 
