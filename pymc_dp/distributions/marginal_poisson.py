@@ -86,7 +86,16 @@ from pymc_dp.math.poisson import (
     log_poisson_pmf,  # re-exported (the tests' reference)
     log_poisson_scalar,
 )
-from pymc_dp.math.poisson_noise import A_MAX, in_domain, noise_constants, short_sum_kernel
+from pymc_dp.math.poisson_noise import (
+    A_MAX,
+    N_GROUPS,
+    group_by_floor,
+    in_domain,
+    noise_constants,
+    short_sum_group,
+    short_sum_kernel,
+    work_arrays,
+)
 
 __all__ = [
     "PoissonTwoSidedExpLogp",
@@ -96,6 +105,7 @@ __all__ = [
 ]
 
 _TOL = 1e-17
+_CHUNK = 512  # counts evaluated in lockstep (the work array stays in the L1 cache)
 _VERSION = 5  # with SOURCE_INT (any source change), the numba on-disk cache key
 
 
@@ -267,8 +277,28 @@ def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
             out[i] = table[j]
             dout[i] = dtable[j]
         return
-    for i in range(z.shape[0]):
+    _per_count(z, mu, k, out, dout)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _per_count(z, mu, k, out, dout):
+    """Every count with its own rate: the counts grouped by ``floor(z)``, each group inside the
+    short-sum z range in lockstep (:func:`~pymc_dp.math.poisson_noise.short_sum_group`), the
+    rest, and rates outside the short-sum domain, one by one (:func:`_one_logp_dmu`). The same
+    numbers as :func:`_one_logp_dmu` everywhere."""
+    short = k[0] <= A_MAX
+    order, starts = group_by_floor(z, short)
+    for p in range(starts[0], starts[2]):  # outside the z range, or z < 0
+        i = order[p]
         out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
+    w = work_arrays(_CHUNK)
+    for n in range(N_GROUPS - 2):
+        for c in range(starts[n + 2], starts[n + 3], _CHUNK):
+            idx = order[c : min(c + _CHUNK, starts[n + 3])]
+            if short_sum_group(n, idx, (z, mu, out, dout), k, w):
+                for i in idx:  # rates outside the short-sum domain (rare)
+                    if not in_domain(z[i], mu[i], k[2]):
+                        out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
 
 
 def poisson_two_sided_exp_logp_numpy(z, mu, a, logc):
