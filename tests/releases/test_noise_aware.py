@@ -85,7 +85,7 @@ def test_model_posterior_matches_enumeration():
     assert not mcse_check(draws, plugin).passed
 
 
-def _poisson_exact(z, n, u, mech, a, b, clamp=True):
+def _poisson_exact(z, n, u, mech, prior, clamp=True):
     """Posterior mean of lam by quadrature: p(z | lam) sums over the clamped value of every
     record (clamp) or over the unclamped total (control)."""
     lam = np.linspace(1e-9, 200.0, 200_001)  # prior mass beyond 200: < 1e-19
@@ -102,7 +102,7 @@ def _poisson_exact(z, n, u, mech, a, b, clamp=True):
             stats.poisson.pmf(tot[:, None], n * lam[None, :])
             * np.exp(mech.logpdf(z - tot))[:, None]
         ).sum(0)
-    post = stats.gamma.pdf(lam, a, scale=1.0 / b) * lik
+    post = stats.gamma.pdf(lam, prior[0], scale=1.0 / prior[1]) * lik
     return float(np.trapezoid(lam * post, lam) / np.trapezoid(post, lam))
 
 
@@ -112,8 +112,8 @@ def test_poisson_model_conditions_on_the_clamped_statistic():
         np.array([9, 1, 4]), "poisson", bounds=u,
         mechanism=pmdp.Laplace(scale=0.7, sensitivity=2.0), rng=np.random.default_rng(1),
     )  # fmt: skip
-    exact = _poisson_exact(rel.value[0], 3, u, rel.mechanism, a, b)
-    unclamped = _poisson_exact(rel.value[0], 3, u, rel.mechanism, a, b, clamp=False)
+    exact = _poisson_exact(rel.value[0], 3, u, rel.mechanism, (a, b))
+    unclamped = _poisson_exact(rel.value[0], 3, u, rel.mechanism, (a, b), clamp=False)
     assert abs(exact - unclamped) > 1.0
     with rel.model((a, b)):
         idata = pm.sample(
