@@ -47,14 +47,20 @@ of the scalar kernel; a count whose tail series has met its stopping rule keeps 
 branches let the compiler use SIMD and remove the mispredicted loop exits of the scalar
 kernel (per count about 6 forward steps and 6 tail steps of 4 terms at ``mu = 6``, ``a = 1``).
 :func:`group_by_floor` sorts the counts into these groups (a counting sort, linear time).
+Both kernels take ``log`` of the total with :func:`_log_normal` (within 1 ulp, branch-free, so
+it vectorizes where the libm call does not; the totals are positive normal doubles).
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 __all__ = [
     "A_MAX",
@@ -75,6 +81,72 @@ _Z_HI = 101.0
 _X1_MAX = 128.0
 _INV = np.array([0.0] + [1.0 / j for j in range(1, 512)])
 _STOP = 2.0**-56
+
+
+@intrinsic
+def _float_bits(typingctx, x):
+    """The IEEE bits of a float64 as an int64 (no conversion)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, b):
+    """The float64 whose IEEE bits are the int64 ``b``."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+def _clear_low_bits(x: float, nbits: int) -> float:
+    """``x`` with the last ``nbits`` bits of its significand set to zero."""
+    bits = int(np.array([x]).view(np.int64)[0]) & ~((1 << nbits) - 1)
+    return float(np.array([bits]).view(np.float64)[0])
+
+
+# log 2 split so that k * _LN2_HI is exact for |k| < 2^21 (its last 21 bits are zero)
+_LN2 = Decimal("0.69314718055994530941723212145817656807550013436")
+_LN2_HI = _clear_low_bits(float(_LN2), 21)
+_LN2_LO = float(_LN2 - Decimal(_LN2_HI))
+_SQRT_HALF_BITS = int(np.array([math.sqrt(0.5)]).view(np.int64)[0])
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _log_normal(x):
+    """``log x`` for a positive, normal, finite float64, within 1 ulp; branch-free (inlined
+    into loops, it vectorizes, unlike the libm call).
+
+    ``x = 2^k (1 + f)`` with ``1 + f`` in ``[sqrt(1/2), sqrt(2))`` (integer bit operations), and
+    with ``s = f / (2 + f)``, ``log(1 + f) = 2 atanh(s) = 2 s + s R``,
+    ``R = sum_{j=1}^{11} 2 s^{2j} / (2j + 1)`` (``s^2 <= 0.0295``: the omitted terms are below
+    ``2^-60`` of the result). Since ``s f = f^2/2 - s f^2/2``, ``log(1 + f) = f - (h - s (h + R))``
+    with ``h = f^2 / 2``, summed as ``k ln2_hi - ((h - (s (h + R) + k ln2_lo)) - f)`` so the
+    large parts are exact (the classical fdlibm arrangement). Measured against 40-digit mpmath
+    in ``tests/math/test_poisson_noise_log.py`` (at most 0.81 ulp).
+    """
+    b = _float_bits(x)
+    k = (b - _SQRT_HALF_BITS) >> 52
+    f = _bits_float(b - (k << 52)) - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    r = 2.0 / 21.0 + z * (2.0 / 23.0)
+    r = 2.0 / 19.0 + z * r
+    r = 2.0 / 17.0 + z * r
+    r = 2.0 / 15.0 + z * r
+    r = 2.0 / 13.0 + z * r
+    r = 2.0 / 11.0 + z * r
+    r = 2.0 / 9.0 + z * r
+    r = 2.0 / 7.0 + z * r
+    r = 2.0 / 5.0 + z * r
+    r = z * (2.0 / 3.0 + z * r)
+    h = 0.5 * f * f
+    dk = float(k)
+    return dk * _LN2_HI - ((h - (s * (h + r) + dk * _LN2_LO)) - f)
 
 
 @numba.njit(cache=True)
@@ -161,7 +233,7 @@ def short_sum_kernel(z, mu, k):
         s2 = math.exp(x2) - s2lo
     tot = s1 / e + s2 * e
     num = (em1a * s1p - t1) / e + (em1ma * s2 + ema * t2) * e
-    return logc - mu + math.log(tot), num / tot
+    return logc - mu + _log_normal(tot), num / tot
 
 
 #: number of groups of :func:`group_by_floor`: 0 outside the z range, 1 for ``z < 0``,
@@ -207,11 +279,12 @@ def group_by_floor(z, short):
 
 @numba.njit(cache=True)
 def work_arrays(size):
-    """The work arrays of :func:`short_sum_group` for up to ``size`` counts (a tuple of 11).
+    """The work arrays of :func:`short_sum_group` for up to ``size`` counts (a tuple of 12).
 
     Separate arrays, not the rows of one: the compiler then vectorizes the lockstep loops.
     """
     return (
+        np.empty(size),
         np.empty(size),
         np.empty(size),
         np.empty(size),
@@ -231,7 +304,7 @@ def _group_start(n, idx, data, k, w):
     """Rates and ``e^{az}``; the number of rates outside :func:`in_domain` (set to 1 here)."""
     z, mu = data[0], data[1]
     a, ea, ema = k[0], k[2], k[3]
-    x1, x2, ez = w[0], w[1], w[6]
+    x1, x2, ez, rate = w[0], w[1], w[6], w[11]
     fn = float(n)
     en = math.exp(a * fn)
     other = 0
@@ -242,6 +315,7 @@ def _group_start(n, idx, data, k, w):
         ok = (m > 0.0) & (m * ea <= _X1_MAX)  # NaN fails
         bad += 0 if ok else 1
         m = m if ok else 1.0
+        rate[i] = m
         x1[i] = m * ea
         x2[i] = m * ema
         ez[i] = en
@@ -363,17 +437,16 @@ def short_sum_group(n, idx, data, k, w):
     _group_forward(n, size, w)
     _group_tail(n + 1, size, w)
     logc, ema, em1a, em1ma = k[1], k[3], k[4], k[5]
-    t1, s1, s1p, t2, ez, s, tot, d = w[2], w[3], w[4], w[5], w[6], w[7], w[9], w[10]
+    t1, s1, s1p, t2, ez, s, lpw, dw, rate = w[2], w[3], w[4], w[5], w[6], w[7], w[9], w[10], w[11]
     for i in range(size):
         e = ez[i]
         s2 = s[i]
-        total = s1[i] / e + s2 * e
+        tot = s1[i] / e + s2 * e
         num = (em1a * s1p[i] - t1[i]) / e + (em1ma * s2 + ema * t2[i]) * e
-        d[i] = num / total
-        tot[i] = total
-    mu, lp, dlp = data[1], data[2], data[3]
+        dw[i] = num / tot
+        lpw[i] = logc - rate[i] + _log_normal(tot)
+    lp, dlp = data[2], data[3]
     for i in range(size):
-        j = idx[i]
-        lp[j] = logc - mu[j] + math.log(tot[i])
-        dlp[j] = d[i]
+        lp[idx[i]] = lpw[i]
+        dlp[idx[i]] = dw[i]
     return bad
