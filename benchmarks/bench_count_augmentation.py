@@ -97,8 +97,9 @@ def _loop_only(rng, nu, x, out):
 
 @numba.njit
 def _bessel_lib(rng, nu, x, out):
+    bitgen = rng.bit_generator
     for i in range(nu.size):
-        out[i] = bs.bessel_draw(rng, nu[i], 2.0 * np.sqrt(x[i]))
+        out[i] = bs.bessel_draw_bitgen(bitgen, nu[i], x[i])
 
 
 @numba.njit
@@ -113,9 +114,23 @@ def _gamma_builtin(rng, gp, gm, alpha, out):
         out[i] = rng.gamma(1.0 + gp[i], alpha) + rng.gamma(1.0 + gm[i], alpha)
 
 
+@numba.njit
+def _binom_lib(rng, n, p, out):
+    bitgen = rng.bit_generator
+    for i in range(n.size):
+        out[i] = ca._binomial_draw(bitgen, n[i], p[i], 1.0 - p[i])
+
+
+@numba.njit
+def _gamma_lib(rng, gp, gm, alpha, out):
+    bitgen = rng.bit_generator
+    for i in range(gp.size):
+        out[i] = ca._gamma_int_draw(bitgen, gp[i], alpha) + ca._gamma_int_draw(bitgen, gm[i], alpha)
+
+
 def _piece_fns():
-    """Named piece timers ``f(rng, inputs) -> None``; the library's own samplers when the
-    kernel module has them (``_binomial_draw``, ``_gamma_int_draw``)."""
+    """Named piece timers ``f(rng, inputs) -> None``: the library's samplers (when the kernel
+    module has them) and numba's built-ins."""
     fns = {
         "loop": lambda r, d: _loop_only(r, d["nu"], d["x"], d["oi"]),
         "bessel (library)": lambda r, d: _bessel_lib(r, d["nu"], d["x"], d["oi"]),
@@ -124,9 +139,9 @@ def _piece_fns():
             r, d["gp"], d["gm"], d["alpha"], d["of"]
         ),
     }
-    extra = getattr(ca, "_piece_timers", None)
-    if extra is not None:
-        fns.update(extra())
+    if hasattr(ca, "_binomial_draw"):
+        fns["binomial (library)"] = lambda r, d: _binom_lib(r, d["n"], d["p"], d["oi"])
+        fns["2 gamma (library)"] = lambda r, d: _gamma_lib(r, d["gp"], d["gm"], d["alpha"], d["of"])
     return fns
 
 

@@ -34,10 +34,27 @@ size of the result. Measured against mpmath (50 digits) for :math:`\nu \le 10^5`
 :math:`a \le 10^6`: relative error
 below :math:`10^{-14}` (``tests/distributions/test_bessel.py``).
 
-Sampler: mode-centred rejection for a discrete log-concave law (after Devroye 2002, "Simulating
-Bessel random variables", whose algorithms rest on the log-concavity of the pmf and on its mode;
-this is a reconstruction, not a transcription). Let :math:`g(n) = \log P(n) + \text{const}
-= 2n\log(a/2) - \log n! - \log\Gamma(n+\nu+1)`.
+Sampler (:func:`bessel_draw`, :func:`bessel_draw_bitgen`). Two exact regimes, chosen by the
+mode: with :math:`x = a^2/4`, the mode is at most :math:`M` = ``INVERSION_MODE_MAX`` iff
+:math:`x < (M+1)(M+1+\nu)` (below).
+
+*Inversion from 0* (mode :math:`\le M`). With :math:`t_0 = 1`,
+:math:`t_k = t_{k-1} r_k`, :math:`r_k = x/(k(k+\nu))` (so :math:`t_k \propto P(k)`, no
+transcendental call) and partial sums :math:`S_k`, the draw is the least :math:`j` with
+:math:`S_j > uS`, :math:`u` uniform, :math:`S = \sum_k t_k = {}_0F_1(;\nu+1;x)` unknown. The
+ratios decrease in :math:`k`, so once :math:`r_{n+1} < 1`,
+:math:`S_n \le S \le S_n + t_n r_{n+1}/(1-r_{n+1})`. A lookahead cursor ``n`` extends the
+sums; a candidate ``j`` moves on while :math:`S_j \le uS_n` (then certainly
+:math:`S_j \le uS`) and is returned once :math:`S_j > u` times the upper bracket (certainly
+:math:`S_j > uS`). Every decision is certain, so the law is exactly :math:`t_j/S` (up to the
+rounding of the terms, about :math:`10^{-16}` relative each). Most draws with a small
+:math:`x` end at the first test, :math:`u < 1 - r_1` (one uniform, one multiply). Expected work:
+about the draw's value plus one or two terms.
+
+*Mode-centred rejection* (mode :math:`> M`), for a discrete log-concave law (after Devroye
+2002, "Simulating Bessel random variables", whose algorithms rest on the log-concavity of the
+pmf and on its mode; this is a reconstruction, not a transcription). Let
+:math:`g(n) = \log P(n) + \text{const} = 2n\log(a/2) - \log n! - \log\Gamma(n+\nu+1)`.
 
 * Log-concavity: :math:`g(n+1) - g(n) = 2\log(a/2) - \log(n+1) - \log(n+\nu+1)` decreases in
   :math:`n`.
@@ -61,9 +78,10 @@ this is a reconstruction, not a transcription). Let :math:`g(n) = \log P(n) + \t
   on a grid of :math:`\nu \in [0, 10^4]`, :math:`a \in [10^{-3}, 10^4]` it is at most 1.29
   (:func:`expected_proposals`; the tests assert < 1.6). The sampler needs no normalising
   constant (no Bessel function): one mode, four ``lgamma`` pairs for the hat, then about
-  1.3 proposals of one ``lgamma`` pair each. Throughput (2-core shared machine): 1.6-5.6
-  million draws per second over :math:`\nu \in \{0, \dots, 10^4\}`,
-  :math:`a \in \{10^{-3}, \dots, 10^4\}`; 1.75 million/s with per-element parameters.
+  1.3 proposals of one ``lgamma`` pair each (a few hundred ns per draw).
+
+Tests: chi-square against the log-pmf in both regimes and at the switch
+(``tests/kernels/test_bessel_sampling.py``, ``tests/distributions/test_bessel.py``).
 """
 
 from __future__ import annotations
@@ -72,15 +90,19 @@ import math
 
 import numba
 import numpy as np
+from numba.np.random.distributions import random_standard_exponential
+from numba.np.random.generator_core import next_double
 
 from pymc_dp.math.bessel import log1pmx_scalar, log_iv_scalar, log_skellam_kernel
 from pymc_dp.math.poisson import bd0, log_poisson_scalar, stirlerr
 
 __all__ = [
     "A_MAX",
+    "INVERSION_MODE_MAX",
     "NU_MAX",
     "bd0",
     "bessel_draw",
+    "bessel_draw_bitgen",
     "bessel_logpmf",
     "bessel_logpmf_scalar",
     "bessel_mode",
@@ -100,6 +122,9 @@ _SPREAD = 1.1
 #: 1e9 give ``a = 2 sqrt(mu1 mu2) <= 2e9``.
 NU_MAX = 1e9
 A_MAX = 2e9
+
+#: Largest mode drawn by inversion from 0; beyond it the mode-centred rejection is cheaper
+INVERSION_MODE_MAX = 24.0
 
 
 #: Loader's Poisson log-pmf for real ``y`` (one implementation: :mod:`pymc_dp.math.poisson`)
@@ -232,6 +257,86 @@ def _hat(nu, a):
 
 
 @numba.njit(cache=True)
+def _bessel_inversion(bitgen, nu, x):
+    r"""Exact inversion from 0 for :math:`\mathrm{Bes}(\nu, 2\sqrt{x})`, normaliser unknown.
+
+    Terms :math:`t_0 = 1`, :math:`t_k = t_{k-1} r_k`, :math:`r_k = x / (k (k + \nu))`;
+    partial sums :math:`S_k`; the answer is the least :math:`j` with :math:`S_j > u S`. A
+    lookahead cursor ``n`` brackets :math:`S \in [S_n, S_n + t_n r_{n+1} / (1 - r_{n+1})]`
+    once :math:`r_{n+1} < 1` (the ratios decrease in :math:`k`); the candidate cursor ``j``
+    (recomputing the same terms) moves on while :math:`S_j \le u S_n` (certainly below) and
+    stops when :math:`S_j > u` times the upper bound (certainly the answer).
+    """
+    u = next_double(bitgen)
+    d = 1.0 + nu
+    if u * d < d - x:  # the first step below at n = j = 0: u < 1 - r_1 (mostly taken)
+        return 0
+    j, tj, sj = 0, 1.0, 1.0
+    n, tn, sn = 0, 1.0, 1.0
+    while True:
+        r = x / ((n + 1.0) * (n + 1.0 + nu))
+        if r < 1.0:
+            usn = u * sn
+            while sj <= usn and j < n:
+                j += 1
+                tj *= x / (j * (j + nu))
+                sj += tj
+            # sj > u (sn + tn r / (1 - r)), multiplied out by 1 - r > 0
+            if (sj - usn) * (1.0 - r) > u * (tn * r):
+                return j
+        n += 1
+        tn *= r
+        sn += tn
+
+
+@numba.njit(cache=True)
+def _bessel_rejection(bitgen, nu, a):
+    """Mode-centred rejection (module docstring) for ``a > 0``."""
+    tl = 2.0 * math.log(0.5 * a)
+    (_m, c_left, n_left, n_right, gm, g_left, g_right, s_left, s_right, w_c, w_r, w_l) = _hat(nu, a)
+    total = w_c + w_r + w_l
+    while True:
+        u = next_double(bitgen) * total
+        if u < w_c:
+            n = c_left + math.floor(u)
+            if n >= n_right:  # guard against rounding at the upper edge
+                continue
+            log_hat = 0.0
+        elif u < w_c + w_r:
+            j = math.floor(random_standard_exponential(bitgen) / (-s_right))
+            n = n_right + j
+            log_hat = g_right + s_right * j
+        else:
+            j = math.floor(random_standard_exponential(bitgen) / s_left)
+            n = n_left - j
+            if n < 0.0:
+                continue
+            log_hat = g_left - s_left * j
+        log_target = _g(n, nu, tl) - gm
+        if math.log(next_double(bitgen)) <= log_target - log_hat:
+            return int(n)
+
+
+@numba.njit(cache=True)
+def bessel_draw_bitgen(bitgen, nu, x):
+    r"""One exact draw from :math:`\mathrm{Bes}(\nu, a)` given :math:`x = a^2/4` (numba).
+
+    ``bitgen`` is a numpy Generator's ``bit_generator`` inside numba (``rng.bit_generator``):
+    a helper that takes the Generator itself pays reference counting on every call. Inversion
+    from 0 (:func:`_bessel_inversion`) when the mode is at most ``INVERSION_MODE_MAX``
+    (:math:`x < (M+1)(M+1+\nu)`), else the mode-centred rejection. No validation: ``nu`` and
+    ``x`` must be valid (``0 <= nu <= NU_MAX``, ``0 <= x <= A_MAX**2 / 4``; :func:`bessel_draw`
+    checks).
+    """
+    if x == 0.0:
+        return 0
+    m1 = INVERSION_MODE_MAX + 1.0
+    if x < m1 * (m1 + nu):
+        return _bessel_inversion(bitgen, nu, x)
+    return _bessel_rejection(bitgen, nu, 2.0 * math.sqrt(x))
+
+
+@numba.njit(cache=True)
 def bessel_draw(rng, nu, a):
     r"""One exact draw from :math:`\mathrm{Bes}(\nu, a)` (numba; ``rng`` a numpy Generator)."""
     nu = float(nu)
@@ -246,37 +351,16 @@ def bessel_draw(rng, nu, a):
             "Bessel draw: a must be >= 0 and <= 2e9 (A_MAX, the sampler's exact range); "
             "got a NaN, negative or larger a"
         )
-    if a == 0.0:
-        return 0
-    tl = 2.0 * math.log(0.5 * a)
-    (_m, c_left, n_left, n_right, gm, g_left, g_right, s_left, s_right, w_c, w_r, w_l) = _hat(nu, a)
-    total = w_c + w_r + w_l
-    while True:
-        u = rng.random() * total
-        if u < w_c:
-            n = c_left + math.floor(u)
-            if n >= n_right:  # guard against rounding at the upper edge
-                continue
-            log_hat = 0.0
-        elif u < w_c + w_r:
-            j = math.floor(rng.standard_exponential() / (-s_right))
-            n = n_right + j
-            log_hat = g_right + s_right * j
-        else:
-            j = math.floor(rng.standard_exponential() / s_left)
-            n = n_left - j
-            if n < 0.0:
-                continue
-            log_hat = g_left - s_left * j
-        log_target = _g(n, nu, tl) - gm
-        if math.log(rng.random()) <= log_target - log_hat:
-            return int(n)
+    half = 0.5 * a
+    return bessel_draw_bitgen(rng.bit_generator, nu, half * half)
 
 
 @numba.njit(cache=True)
 def _sample_flat(nu, a, rng, out):
+    bitgen = rng.bit_generator
     for i in range(out.size):
-        out[i] = bessel_draw(rng, nu[i], a[i])
+        half = 0.5 * a[i]
+        out[i] = bessel_draw_bitgen(bitgen, nu[i], half * half)
 
 
 def sample_bessel(nu, a, rng=None, size=None):

@@ -155,6 +155,89 @@ def test_identities_and_edges():
         count_augmentation_sweep(z, 1.0, 0.5, init_aux_rates(0.5, (2,), rng), rng)
 
 
+def test_validation_happens_before_any_update():
+    """Out-of-range inputs raise ValueError naming the input, with the state untouched."""
+    rng = np.random.default_rng(3)
+    z = np.array([1, 2, 3])
+    s = init_aux_rates(0.5, z.shape, rng)
+    before = (s.lam_plus.copy(), s.lam_minus.copy())
+    bad = [
+        (np.array([1, 2, 2_000_000_000]), 1.0, s, "NU_MAX"),
+        (z, np.array([1.0, 1.0, 1e19]), s, "A_MAX"),
+        (z, 1.0, AuxRates(s.lam_plus, np.array([0.1, np.nan, 0.2])), "auxiliary"),
+    ]
+    for zz, mu, st, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            count_augmentation_sweep(zz, mu, 0.5, st, rng)
+        np.testing.assert_array_equal(s.lam_plus, before[0])
+        np.testing.assert_array_equal(s.lam_minus[[0, 2]], before[1][[0, 2]])
+    for g in ([1, -1], [0.5, 1]):
+        with pytest.raises(ValueError, match="non-negative integers"):
+            redraw_aux_rates(g, [0, 0], 0.5, rng)
+
+
+# ---- eqs. 13-15 given the auxiliary rates -----------------------------------------------------
+# One step draws (y, g+, g-) exactly from P(. | z, mu, lambda+, lambda-): y has the law
+# Pois(y; mu) Skellam(z - y; lambda+, lambda-) and g- the law Pois(g-; lambda-) Pois(z + g-;
+# mu + lambda+), both normalised by brute force. The cases cover the Bessel draw's inversion
+# and rejection regimes and the binomial's inversion (plain and flipped) and numba fallback.
+# Controls: the same laws at both rates x c, c the smallest listed factor for which the
+# expected chi-square noncentrality of y or of g- is >= 300; each marginal with that power must
+# be rejected (in the sparse cases y is 0 almost surely under both, so g- carries the control).
+GIVEN_RATES = [
+    # (z, mu, lambda+, lambda-)
+    (6, 6.0, 1.2, 1.5),  # dense-like: Bessel mode ~1
+    (0, 0.05, 0.08, 0.09),  # sparse: mostly the exits at 0
+    (-2, 0.3, 0.1, 0.2),  # negative z
+    (0, 30.0, 5.0, 40.0),  # (lambda+ + mu) lambda- = 1400: Bessel mode 37, rejection
+    (80, 60.0, 3.0, 0.5),  # y+ >= 80 > 64: numba's binomial
+    (20, 40.0, 2.0, 1.0),  # p = 40/42: flipped binomial inversion
+]
+
+
+def exact_given_rates(z, mu, lp, lm, size=600):
+    """(P(y), P(g-)) on 0..size-1 given the auxiliary rates; neglected tails < 1e-12."""
+    k = np.arange(size)
+    # P(g-) prop. to Pois(g-; lm) Pois(z + g-; mu + lp)
+    log_g = stats.poisson.logpmf(k, lm) + stats.poisson.logpmf(z + k, mu + lp)
+    p_g = np.exp(log_g - log_g.max())
+    p_g /= p_g.sum()
+    # P(y) prop. to Pois(y; mu) sum_g Pois(z - y + g; lp) Pois(g; lm)
+    skel = np.exp(stats.poisson.logpmf(z - k[:, None] + k[None, :], lp)) @ np.exp(
+        stats.poisson.logpmf(k, lm)
+    )
+    p_y = stats.poisson.pmf(k, mu) * skel
+    p_y /= p_y.sum()
+    assert p_y[-100:].sum() < 1e-12 and p_g[-100:].sum() < 1e-12
+    return p_y, p_g
+
+
+def _noncentrality(p, q, n=N):
+    keep = n * q >= 5.0
+    return n * float(np.sum((p[keep] - q[keep]) ** 2 / q[keep]))
+
+
+@pytest.mark.parametrize(("z", "mu", "lp", "lm"), GIVEN_RATES)
+def test_one_step_matches_exact_law_given_rates(z, mu, lp, lm):
+    rng = np.random.default_rng(abs(z) * 31 + int(10 * lm))
+    state = AuxRates(np.full(N, lp), np.full(N, lm))
+    y, gp, gm = augment_true_counts(np.full(N, z), mu, state, rng)
+    np.testing.assert_array_equal(y + gp - gm, z)
+    p_y, p_g = exact_given_rates(z, mu, lp, lm)
+    assert chi2_pvalue(y, p_y) > RATE
+    assert chi2_pvalue(gm, p_g) > RATE
+    # control: both rates x c, c the smallest listed factor giving one marginal power
+    for c in (1.05, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0):
+        q_y, q_g = exact_given_rates(z, mu, c * lp, c * lm)
+        pairs = ((y, p_y, q_y), (gm, p_g, q_g))
+        powered = [(d, q) for d, p, q in pairs if _noncentrality(p, q) >= 300]
+        if powered:
+            break
+    assert powered
+    for d, q in powered:
+        assert chi2_pvalue(d, q) < RATE
+
+
 # ---- Geweke joint-distribution test -----------------------------------------------------------
 # Model: lam ~ Gamma(A, rate B), y ~ Pois(lam), lambda+- ~ Exp(mean alpha/(1-alpha)),
 # g+- ~ Pois(lambda+-), z = y + g+ - g-. Each chain starts from an exact joint prior draw and
