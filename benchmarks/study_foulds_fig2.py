@@ -99,7 +99,9 @@ def write_table(table, path: Path, repeats: int, seconds: float) -> None:
         "per N (fresh data, release and draw each time); mean |theta - p| with its standard "
         f"error in parentheses. OPS temperatures: {temps} (truncated to [p0, 1 - p0]). "
         "Laplace: the (successes, failures) pair, L1 sensitivity 2, scale 20, clipped to "
-        "[0, N]. Noise-aware: exact posterior given the same release. Produced by "
+        "[0, N]. Noise-aware: exact posterior given the same release. The last two columns "
+        "are the errors of posterior means (not samples), which a released posterior allows "
+        "and one OPS draw does not. Produced by "
         f"`benchmarks/study_foulds_fig2.py` in {seconds:.0f} s on {platform.machine()} "
         f"(Python {platform.python_version()}).",
         "",
@@ -129,13 +131,29 @@ def plot(table, path: Path) -> None:
         se = np.array([table[n][m][1] for n in ns])
         ax.errorbar(ns, mean, yerr=2 * se, fmt=styles[m], label=m, ms=4, capsize=2)
     ax.set(xscale="log", yscale="log", xlabel="number of observations N",
-           ylabel="mean L1 error |theta - p| of one sample",
+           ylabel="mean |theta - p| (dotted: posterior mean)",
            title=f"Beta-Bernoulli, p = {P_TRUE}, epsilon = {EPS}")  # fmt: skip
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
+
+
+def read_table(path: Path) -> tuple[dict, int, float]:
+    """The table written by :func:`write_table` (for ``--replot``): ``(table, repeats, s)``."""
+    text = path.read_text()
+    repeats = int(text.split(" repeats per N")[0].rsplit(",", 1)[1])
+    seconds = float(text.split("` in ")[1].split(" s on ")[0])
+    table = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0].isdigit():
+            vals = [c.replace(")", "").split(" (") for c in cells[1:]]
+            table[int(cells[0])] = {
+                m: (float(v[0]), float(v[1])) for m, v in zip(COLUMNS, vals, strict=True)
+            }
+    return table, repeats, seconds
 
 
 def main(argv=None) -> None:
@@ -145,7 +163,13 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=20160323)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/foulds_fig2.md"))
     ap.add_argument("--fig", default=str(ROOT / "docs/figures/foulds_fig2.png"))
+    ap.add_argument("--replot", action="store_true", help="redraw from the table in --out")
     args = ap.parse_args(argv)
+    if args.replot:
+        table, repeats, seconds = read_table(Path(args.out))
+        write_table(table, Path(args.out), repeats, seconds)
+        plot(table, Path(args.fig))
+        return
     grid = [10, 100] if args.quick else np.unique(np.round(np.logspace(1, 6, 11)).astype(int))
     repeats = 20 if args.quick else args.repeats
     t0 = time.perf_counter()
