@@ -106,7 +106,11 @@ __all__ = [
 
 _TOL = 1e-17
 _CHUNK = 512  # counts evaluated in lockstep (the work array stays in the L1 cache)
-_VERSION = 5  # with SOURCE_INT (any source change), the numba on-disk cache key
+# with SOURCE_INT (any source change), the key of PyTensor's compile cache. numba's own
+# on-disk cache (cache=True) checks only this file's time stamp, not the modules its functions
+# call: bump this line when a kernel of math/poisson_noise.py changes, so that the cached
+# _conv_logp_and_dmu and _per_count are rebuilt with it
+_VERSION = 6
 
 
 _log_pois = log_poisson_scalar  # Loader's form, one implementation (pymc_dp.math.poisson)
