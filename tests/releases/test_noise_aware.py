@@ -123,3 +123,30 @@ def test_poisson_model_conditions_on_the_clamped_statistic():
     draws = idata.posterior["lam"].values
     assert mcse_check(draws, exact).passed
     assert not mcse_check(draws, unclamped).passed
+
+
+def test_categorical_model_matches_enumeration():
+    k, alpha = 3, np.array([1.0, 2.0, 0.5])
+    rel = release_sufficient_statistics(
+        np.array([0, 2, 2, 1]), "categorical", bounds=k,
+        mechanism=pmdp.Laplace(scale=1.0, sensitivity=2.0), rng=np.random.default_rng(2),
+    )  # fmt: skip
+    rel = type(rel)(**{**rel.__dict__, "value": np.array([-1.0, 3.0, 3.0])})  # a set release
+    # exact E[p_0 | z]: sum over all k^n record vectors of the Dirichlet-multinomial weight
+    num = den = 0.0
+    for x in itertools.product(range(k), repeat=4):
+        c = np.bincount(x, minlength=k)
+        logw = special.gammaln(alpha + c).sum() - special.gammaln(alpha.sum() + 4)
+        w = np.exp(logw + rel.mechanism.logpdf(rel.value - c).sum())
+        num, den = num + w * (alpha[0] + c[0]) / (alpha.sum() + 4), den + w
+    exact = num / den
+    plugin = rel.plugin_posterior(alpha).mean()[0]
+    assert abs(plugin - exact) > 0.05
+    with rel.model(alpha):
+        idata = pm.sample(
+            draws=3000, tune=500, chains=2, cores=1, random_seed=7, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    draws = idata.posterior["p"].values[..., 0]
+    assert mcse_check(draws, exact).passed
+    assert not mcse_check(draws, plugin).passed
