@@ -73,20 +73,28 @@ def reference_inputs(z, mu, state, rng):
 
 
 def _timed(fn):
-    t = time.perf_counter()
+    """Wall seconds of one call (``_timed_both`` adds this thread's CPU seconds)."""
+    return _timed_both(fn)[0]
+
+
+def _timed_both(fn):
+    w, c = time.perf_counter(), time.thread_time()
     fn()
-    return time.perf_counter() - t
+    return time.perf_counter() - w, time.thread_time() - c
 
 
 def measure(kind, n, eps, repeats):
-    """Median sweep time, median reference time, median per-repeat ratio, mean n, mean p."""
+    """Median wall times of sweep and reference, the medians of the per-repeat ratios by wall
+    and by thread CPU time, and the reference's n_i, p_i."""
     z, mu, alpha, state = setting(kind, n, eps)
     rng = np.random.default_rng(1)
     n_i, p_i, _, _ = reference_inputs(z, mu, state, rng)
     sweep = lambda: ca.count_augmentation_sweep(z, mu, alpha, state, rng)  # noqa: E731
     ref = lambda: rng.binomial(n_i, p_i)  # noqa: E731
-    t = np.array([[_timed(sweep), _timed(ref)] for _ in range(repeats)])
-    return np.median(t[:, 0]), np.median(t[:, 1]), np.median(t[:, 0] / t[:, 1]), n_i, p_i
+    t = np.array([[_timed_both(sweep), _timed_both(ref)] for _ in range(repeats)])
+    # t[r, j, k]: repeat r, j = sweep / reference, k = wall / CPU
+    ratio = np.median(t[:, 0, :] / np.maximum(t[:, 1, :], 1e-9), axis=0)
+    return np.median(t[:, 0, 0]), np.median(t[:, 1, 0]), ratio, n_i, p_i
 
 
 @numba.njit
@@ -162,10 +170,11 @@ def pieces(kind, n, eps, repeats=5):
         "of": np.empty(n),
     }
     out = {}
+    cpu = lambda f: _timed_both(f)[1]  # noqa: E731
     for name, f in _piece_fns().items():
         f(rng, d)  # compile / warm
-        out[name] = np.median([_timed(lambda f=f: f(rng, d)) for _ in range(repeats)]) / n * 1e9
-    ref = np.median([_timed(lambda: rng.binomial(n_i, p_i)) for _ in range(repeats)]) / n * 1e9
+        out[name] = np.median([cpu(lambda f=f: f(rng, d)) for _ in range(repeats)]) / n * 1e9
+    ref = np.median([cpu(lambda: rng.binomial(n_i, p_i)) for _ in range(repeats)]) / n * 1e9
     out["numpy rng.binomial(n_i, p_i) (reference)"] = ref
     return out
 
@@ -175,14 +184,15 @@ def _header(t0):
         f"`benchmarks/bench_count_augmentation.py`: one augmentation sweep "
         "(`count_augmentation_sweep`, public call) against numpy `rng.binomial(n_i, p_i)` on the "
         "sweep's own binomial sizes n_i (y+ by eqs. 13-14 from the pre-sweep state) and "
-        "probabilities p_i = mu_i / (mu_i + lambda+_i). Ratio: median of per-repeat ratios. "
+        "probabilities p_i = mu_i / (mu_i + lambda+_i). Ratio: median of per-repeat ratios, by "
+        "wall time and by this thread's CPU time (less sensitive to other jobs). "
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared; load average "
         f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end; one run, "
         f"{time.perf_counter() - t0:.0f} s; compile excluded.",
         "",
         "| setting | eps | n | repeats | mean n_i | mean p_i | sweep | numpy binomial "
-        "| sweep / binomial |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| sweep / binomial (wall) | (CPU) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
 
@@ -201,10 +211,15 @@ def main():
                 ts, tr, ratio, n_i, p_i = measure(kind, n, eps, reps)
                 rows.append(
                     f"| {kind} | {eps:g} | 10^{round(np.log10(n))} | {reps} | {n_i.mean():.2f} "
-                    f"| {p_i.mean():.3f} | {ts * 1e3:.2f} ms | {tr * 1e3:.2f} ms | {ratio:.2f} |"
+                    f"| {p_i.mean():.3f} | {ts * 1e3:.2f} ms | {tr * 1e3:.2f} ms "
+                    f"| {ratio[0]:.2f} | {ratio[1]:.2f} |"
                 )
                 print(rows[-1], flush=True)
-    piece_rows = ["", f"Pieces, ns per count at n = {args.pieces_n:.0e} (median of 5):", ""]
+    piece_rows = [
+        "",
+        f"Pieces, ns of thread CPU time per count at n = {args.pieces_n:.0e} (median of 5):",
+        "",
+    ]
     for kind in KINDS:
         for eps in EPSILONS:
             got = pieces(kind, int(args.pieces_n), eps)

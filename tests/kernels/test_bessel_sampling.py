@@ -7,10 +7,10 @@
   ratio just below and just above 1, the candidate lagging the lookahead, real and huge orders,
   and both sides of the switch point.
 * Binomial (``count_augmentation._binomial_draw``): inversion with ``q^n`` by squaring for
-  ``n <= 64`` and ``n min(p, q) <= 12``, numba's numpy algorithms beyond; chi-square against
-  ``scipy.stats.binom`` on both sides of each switch and of ``p = 1/2``.
+  ``n <= 64``, numba's numpy algorithms beyond; chi-square against ``scipy.stats.binom`` on
+  both sides of the switch and of ``p = 1/2``.
 * Gamma(1 + g) (``count_augmentation._gamma_int_draw``): a sum of ``1 + g`` exponentials for
-  ``g <= 6``, Marsaglia-Tsang beyond; KS against ``scipy.stats.gamma``.
+  ``g <= _GAMMA_SUM_MAX``, Marsaglia-Tsang beyond; KS against ``scipy.stats.gamma``.
 
 Every assertion has a false-alarm rate of 1e-6 (p-value threshold). Each case has a negative
 control that must be rejected at the same threshold: the exact law at a perturbed argument (the
@@ -129,13 +129,14 @@ BINOMIAL_CASES = [
     (3, 0.5),  # p = q: no flip
     (8, 0.815),  # flipped (dense-like)
     (7, 0.984),  # flipped, mostly the first-step exit
-    (30, 0.4),  # mean 12 = _BINV_MEAN_MAX: inversion
-    (64, 0.18),  # n = _BINV_N_MAX, mean 11.5: inversion
+    (30, 0.4),
+    (64, 0.18),  # n = _BINV_N_MAX: inversion
     (64, 0.82),  # the same flipped
-    (64, 0.2),  # mean 12.8: numba's algorithm
-    (65, 0.05),  # n > _BINV_N_MAX: numba's algorithm
-    (300, 0.5),  # BTPE
+    (64, 0.5),  # the longest inversion (mean 32)
+    (65, 0.05),  # n > _BINV_N_MAX: numba's inversion
+    (300, 0.5),  # numba's BTPE
 ]
+N_INVERSION_CASES = 8
 
 
 def _binomial_pmf_at(n, p):
@@ -148,8 +149,8 @@ def _binomial_pmf_at(n, p):
 
 @pytest.mark.parametrize(("n", "p"), BINOMIAL_CASES)
 def test_binomial_draws_match_pmf(n, p, rng):
-    small = n <= ca._BINV_N_MAX and n * min(p, 1.0 - p) <= ca._BINV_MEAN_MAX
-    assert small == ((n, p) in BINOMIAL_CASES[:7])  # the regime each case is meant to hit
+    # the regime each case is meant to hit
+    assert (n <= ca._BINV_N_MAX) == ((n, p) in BINOMIAL_CASES[:N_INVERSION_CASES])
     draws = _binomial_draws(rng, n, p, N)
     assert chisquare_gof(draws, lambda k: stats.binom.logpmf(k, n, p)) > RATE
     c = _control_factor(_binomial_pmf_at(n, p), np.arange(n + 1))
@@ -167,7 +168,7 @@ def _gamma_draws(rng, g, scale, size):
     return out
 
 
-@pytest.mark.parametrize("g", [0, 1, 3, ca._GAMMA_SUM_MAX, ca._GAMMA_SUM_MAX + 1, 40])
+@pytest.mark.parametrize("g", [0, 1, ca._GAMMA_SUM_MAX, ca._GAMMA_SUM_MAX + 1, 6, 40])
 def test_gamma_draws_match_cdf(g, rng):
     scale = 0.6
     draws = _gamma_draws(rng, g, scale, N)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_dp.kernels.bessel_sampling import sample_bessel
+from pymc_dp.kernels.bessel_sampling import INVERSION_MODE_MAX, sample_bessel
 from pymc_dp.kernels.count_augmentation import (
     AuxRates,
     augment_true_counts,
@@ -189,10 +189,16 @@ GIVEN_RATES = [
     (6, 6.0, 1.2, 1.5),  # dense-like: Bessel mode ~1
     (0, 0.05, 0.08, 0.09),  # sparse: mostly the exits at 0
     (-2, 0.3, 0.1, 0.2),  # negative z
-    (0, 30.0, 5.0, 40.0),  # (lambda+ + mu) lambda- = 1400: Bessel mode 37, rejection
+    (0, 30.0, 5.0, 80.0),  # (lambda+ + mu) lambda- = 2800: Bessel mode 52, rejection
     (80, 60.0, 3.0, 0.5),  # y+ >= 80 > 64: numba's binomial
     (20, 40.0, 2.0, 1.0),  # p = 40/42: flipped binomial inversion
 ]
+
+
+def test_given_rate_cases_cover_both_bessel_regimes():
+    m1 = INVERSION_MODE_MAX + 1.0
+    inv = [abs(z) for z, mu, lp, lm in GIVEN_RATES if (lp + mu) * lm < m1 * (m1 + abs(z))]
+    assert 0 < len(inv) < len(GIVEN_RATES)
 
 
 def exact_given_rates(z, mu, lp, lm, size=600):
