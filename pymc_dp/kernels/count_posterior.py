@@ -27,10 +27,12 @@ whatever :math:`\mu`, :math:`z` or :math:`\alpha`.
 :math:`f(y)/f(M)` are products of the ratios above, summed outwards from :math:`M` on each side
 until the bound on the rest of that side, :math:`t\,r/(1-r)` (current term :math:`t`, next
 ratio :math:`r`, which bounds every later ratio by log-concavity), is below :math:`2^{-60}` of
-the sum: the neglected mass is below :math:`2^{-59}` of the total. A uniform times the total
-is then walked down the same terms (right side from :math:`M`, then left side); a walk that
-runs past the last term (rounding) is redrawn. The width of the law is
-:math:`O(\sqrt{M + 1})` on both sides, so this costs :math:`O(1)` here.
+the sum: the neglected mass is below :math:`2^{-59}` of the total. The terms are kept in a
+scratch buffer (at most :math:`M \le 50` on the left; on the right the ratios are below
+:math:`51/(y+1)`, so fewer than 512 terms reach :math:`2^{-60}`), and a uniform times the total
+is walked down them (mode, right side, left side); a walk that runs past the last term
+(rounding) is redrawn. The width of the law is :math:`O(\sqrt{M + 1})`, so this costs
+:math:`O(1)` here.
 
 **Large mode**: rejection from an envelope built from log-concavity (exact: the envelope
 dominates :math:`f` everywhere, and a draw :math:`y` from the envelope :math:`e` is kept with
@@ -76,6 +78,7 @@ import math
 
 import numba
 import numpy as np
+from numba.np.random.generator_core import next_double
 
 from pymc_dp.math.poisson import log_poisson_scalar
 
@@ -90,6 +93,8 @@ MAX_ABS_Z = 2**50
 _TAIL_EPS = 2.0**-60
 _MAX_GEOM = 2.0**52
 _MAX_TRIALS = 100_000
+_BUF = 512
+_INV = np.array([0.0] + [1.0 / j for j in range(1, SMALL_MODE + _BUF + 2)])
 
 
 @numba.njit(cache=True)
@@ -117,60 +122,51 @@ def _down(y, z, x1, x2):
 
 
 @numba.njit(cache=True)
-def _extent(m, z, x1, x2, step):
-    """Last ``y`` summed on one side of the mode (``step`` +1 or -1) and the sum of the terms
-    ``f(y) / f(m)`` strictly beyond ``m`` up to it (stop rule in the module docstring)."""
+def _side_terms(m, law, step, buf):
+    """Fill ``buf`` with ``f(y) / f(m)`` for ``y = m + step, m + 2 step, ...`` (``step`` +1 or
+    -1) up to the stop rule of the module docstring; return their number and sum."""
+    z, x1, x2 = law
+    ix1 = 1.0 / x1 if x1 > 0.0 else np.inf  # used only where x1 >= 1 (left of a mode > z)
+    ix2 = 1.0 / x2
     t = 1.0
     s = 1.0
     y = m
-    while True:
+    n = 0
+    while n < buf.size:
         if step > 0:
-            r = _up(y, z, x1, x2)
+            r = (x1 if y >= z else x2) * _INV[y + 1]
         elif y == 0:
             break
         else:
-            r = _down(y, z, x1, x2)
+            r = y * (ix1 if y > z else ix2)
         if r < 1.0 and t * r < _TAIL_EPS * s * (1.0 - r):
             break
         t *= r
         y += step
+        buf[n] = t
+        n += 1
         s += t
-    return y, s - 1.0
+    return n, s - 1.0
 
 
 @numba.njit(cache=True)
-def _walk(u, m, hi, lo, law):
-    """The value at which ``u`` (a uniform times the total) is used up; -1 past the end."""
-    z, x1, x2 = law
-    u -= 1.0
-    if u < 0.0:
-        return m
-    t = 1.0
-    for y in range(m, hi):
-        t *= _up(y, z, x1, x2)
-        u -= t
-        if u < 0.0:
-            return y + 1
-    t = 1.0
-    for y in range(m, lo, -1):
-        t *= _down(y, z, x1, x2)
-        u -= t
-        if u < 0.0:
-            return y - 1
-    return -1
-
-
-@numba.njit(cache=True)
-def _draw_small(rng, m, law):
-    """Inversion from the mode ``m`` (small modes)."""
-    z, x1, x2 = law
-    hi, s_right = _extent(m, z, x1, x2, 1)
-    lo, s_left = _extent(m, z, x1, x2, -1)
+def _draw_small(bitgen, m, law, buf):
+    """Inversion from the mode ``m`` (small modes); ``buf`` is a (2, 512) scratch array."""
+    n_right, s_right = _side_terms(m, law, 1, buf[0])
+    n_left, s_left = _side_terms(m, law, -1, buf[1])
     total = 1.0 + s_right + s_left
     for _ in range(_MAX_TRIALS):
-        y = _walk(rng.random() * total, m, hi, lo, law)
-        if y >= 0:
-            return y
+        u = next_double(bitgen) * total - 1.0
+        if u < 0.0:
+            return m
+        for j in range(n_right):
+            u -= buf[0, j]
+            if u < 0.0:
+                return m + j + 1
+        for j in range(n_left):
+            u -= buf[1, j]
+            if u < 0.0:
+                return m - j - 1
     return -1
 
 
@@ -216,9 +212,9 @@ def _side(c, d):
 
 
 @numba.njit(cache=True)
-def _geometric(rng, slope):
+def _geometric(bitgen, slope):
     """``G >= 0`` with ``P(G >= g) = exp(slope g)``; -1 beyond ``2^52``."""
-    g = math.floor(math.log1p(-rng.random()) / slope)
+    g = math.floor(math.log1p(-next_double(bitgen)) / slope)
     return g if g <= _MAX_GEOM else -1.0
 
 
@@ -233,12 +229,12 @@ def _envelope(z, mu, alpha):
 
 
 @numba.njit(cache=True)
-def _propose(rng, m, right, left, width, total):
+def _propose(bitgen, m, right, left, width, total):
     """One draw ``y`` from the envelope with ``log e(y)`` and a lower bound on ``D(y)`` (the
     chord from the mode to the tail start, by concavity); ``y = -1`` for a draw to reject."""
     tr, dr, sr, mr = right
     tl, dl, sl, _ = left
-    u = rng.random() * total
+    u = next_double(bitgen) * total
     if u < width:
         y = tl + 1.0 + math.floor(u)
         if y > m:
@@ -247,42 +243,49 @@ def _propose(rng, m, right, left, width, total):
             return y, 0.0, dl * ((m - y) / (m - tl))
         return y, 0.0, 0.0 if y == m else -np.inf
     if u < width + mr:
-        g = _geometric(rng, sr)
+        g = _geometric(bitgen, sr)
         return (tr + g if g >= 0.0 else -1.0), dr + (g * sr if g > 0.0 else 0.0), -np.inf
-    g = _geometric(rng, sl)
+    g = _geometric(bitgen, sl)
     return (tl - g if g >= 0.0 else -1.0), dl + (g * sl if g > 0.0 else 0.0), -np.inf
 
 
 @numba.njit(cache=True)
-def _draw_large(rng, z, mu, alpha):
+def _draw_large(bitgen, z, mu, alpha):
     """Rejection from the log-concave envelope (large modes), with the chord as squeeze."""
     c, right, left = _envelope(z, mu, alpha)
     width = right[0] - left[0] - 1.0
     total = width + right[3] + left[3]
     for _ in range(_MAX_TRIALS):
-        y, log_env, lower = _propose(rng, c[0], right, left, width, total)
+        y, log_env, lower = _propose(bitgen, c[0], right, left, width, total)
         if y < 0.0:
             continue
-        log_v = math.log1p(-rng.random()) + log_env
+        log_v = math.log1p(-next_double(bitgen)) + log_env
         if log_v <= lower or log_v <= _rel_logf(y, c):
             return np.int64(y)
     return np.int64(-1)
 
 
 @numba.njit(cache=True)
-def _draw_one(rng, z, mu, alpha):
+def _draw_one(bitgen, z, mu, alpha, buf):
     if mu == 0.0:
         return np.int64(0)
     m = posterior_mode(z, mu, alpha)
     if m <= SMALL_MODE:
-        return np.int64(_draw_small(rng, m, (float(z), mu * alpha, mu / alpha)))
-    return _draw_large(rng, z, mu, alpha)
+        return np.int64(_draw_small(bitgen, m, (float(z), mu * alpha, mu / alpha), buf))
+    return _draw_large(bitgen, z, mu, alpha)
 
 
 @numba.njit(cache=True)
 def _draw_all(rng, z, mu, alpha, out):
+    """One loop over the counts; ``mu`` and ``alpha`` of size 1 stand for every count. The
+    draws read the Generator's bit generator directly (numba's ``next_double``): passing the
+    Generator object down nested calls costs reference counting per call."""
+    sm = 1 if mu.size > 1 else 0
+    sa = 1 if alpha.size > 1 else 0
+    bitgen = rng.bit_generator
+    buf = np.empty((2, _BUF))
     for i in range(z.size):
-        out[i] = _draw_one(rng, z[i], mu[i], alpha[i])
+        out[i] = _draw_one(bitgen, z[i], mu[i * sm], alpha[i * sa], buf)
 
 
 def _validated(z, mu, alpha):
@@ -298,7 +301,9 @@ def _validated(z, mu, alpha):
     out = [np.ascontiguousarray(z, dtype=np.int64).ravel()]
     for name, v in (("mu", mu), ("alpha", alpha)):
         try:
-            v = np.broadcast_to(np.asarray(v, dtype=np.float64), z.shape)
+            v = np.asarray(v, dtype=np.float64)
+            if v.size != 1 or v.ndim > z.ndim:  # a scalar is passed as one value, no copy
+                v = np.broadcast_to(v, z.shape)
         except (ValueError, TypeError) as err:
             raise ValueError(f"{name} must be numbers broadcastable to z's shape") from err
         out.append(np.ascontiguousarray(v).ravel())
