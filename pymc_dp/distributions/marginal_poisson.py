@@ -286,23 +286,36 @@ def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
 
 @numba.njit(cache=True, error_model="numpy")
 def _per_count(z, mu, k, out, dout):
-    """Every count with its own rate: the counts grouped by ``floor(z)``, each group inside the
+    """Every count with its own rate: the counts sorted by ``floor(z)``, each group inside the
     short-sum z range in lockstep (:func:`~pymc_dp.math.poisson_noise.short_sum_group`), the
     rest, and rates outside the short-sum domain, one by one (:func:`_one_logp_dmu`). The same
     numbers as :func:`_one_logp_dmu` everywhere."""
     short = k[0] <= A_MAX
-    order, starts = group_by_floor(z, short)
+    order, rank, starts = group_by_floor(z, short)
     for p in range(starts[0], starts[2]):  # outside the z range, or z < 0
         i = order[p]
         out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
+    lo = starts[2]
+    size = z.shape[0] - lo
+    zs, mus, lps, dlps = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
+    for i in range(z.shape[0]):  # reads in order, writes to one stream per group
+        r = rank[i] - lo
+        if r >= 0:
+            zs[r] = z[i]
+            mus[r] = mu[i]
     w = work_arrays(_CHUNK)
     for n in range(N_GROUPS - 2):
-        for c in range(starts[n + 2], starts[n + 3], _CHUNK):
-            idx = order[c : min(c + _CHUNK, starts[n + 3])]
-            if short_sum_group(n, idx, (z, mu, out, dout), k, w):
-                for i in idx:  # rates outside the short-sum domain (rare)
-                    if not in_domain(z[i], mu[i], k[2]):
-                        out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
+        for c in range(starts[n + 2] - lo, starts[n + 3] - lo, _CHUNK):
+            e = min(c + _CHUNK, starts[n + 3] - lo)
+            if short_sum_group(n, (zs[c:e], mus[c:e], lps[c:e], dlps[c:e]), k, w):
+                for r in range(c, e):  # rates outside the short-sum domain (rare)
+                    if not in_domain(zs[r], mus[r], k[2]):
+                        lps[r], dlps[r] = _one_logp_dmu(zs[r], mus[r], k, short)
+    for i in range(z.shape[0]):
+        r = rank[i] - lo
+        if r >= 0:
+            out[i] = lps[r]
+            dout[i] = dlps[r]
 
 
 def poisson_two_sided_exp_logp_numpy(z, mu, a, logc):

@@ -243,18 +243,21 @@ N_GROUPS = 103
 
 @numba.njit(cache=True, error_model="numpy")
 def group_by_floor(z, short):
-    """Counting sort of the counts by ``n = floor(z)``: ``(order, starts)``.
+    """Counting sort of the counts by ``n = floor(z)``: ``(order, rank, starts)``.
 
-    The counts of group ``g`` are ``order[starts[g]:starts[g + 1]]`` (increasing). Group 0 holds
-    the counts outside ``-100 <= z < 101`` (all counts when ``short`` is false), group 1 those
-    with ``-100 <= z < 0`` and group ``2 + n`` those with ``floor(z) = n``. NaN goes to group 0.
+    The counts of group ``g`` are ``order[starts[g]:starts[g + 1]]`` (increasing); ``rank`` is
+    the inverse permutation (``order[rank[i]] = i``). Group 0 holds the counts outside
+    ``-100 <= z < 101`` (all counts when ``short`` is false), group 1 those with
+    ``-100 <= z < 0`` and group ``2 + n`` those with ``floor(z) = n``. NaN goes to group 0.
 
     Examples
     --------
     >>> import numpy as np
-    >>> order, starts = group_by_floor(np.array([3.0, -1.0, 3.5, 500.0, 0.0]), True)
+    >>> order, rank, starts = group_by_floor(np.array([3.0, -1.0, 3.5, 500.0, 0.0]), True)
     >>> [order[starts[g] : starts[g + 1]].tolist() for g in (0, 1, 2, 5)]
     [[3], [1], [4], [0, 2]]
+    >>> rank.tolist()
+    [3, 1, 4, 0, 2]
     """
     size = z.shape[0]
     group = np.empty(size, np.uint8)
@@ -278,11 +281,13 @@ def group_by_floor(z, short):
         starts[g] = starts[g - 1] + hist[0, g] + hist[1, g] + hist[2, g] + hist[3, g]
     fill = starts[:N_GROUPS].copy()
     order = np.empty(size, np.int64)
+    rank = np.empty(size, np.int64)
     for i in range(size):
         g = group[i]
         order[fill[g]] = i
+        rank[i] = fill[g]
         fill[g] += 1
-    return order, starts
+    return order, rank, starts
 
 
 @numba.njit(cache=True)
@@ -308,7 +313,7 @@ def work_arrays(size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _group_start(n, idx, data, k, w):
+def _group_start(n, data, k, w):
     """Rates and ``e^{az}``; the number of rates outside :func:`in_domain` (set to 1 here)."""
     z, mu = data[0], data[1]
     a, ea, ema = k[0], k[2], k[3]
@@ -317,9 +322,8 @@ def _group_start(n, idx, data, k, w):
     en = math.exp(a * fn)
     other = 0
     bad = 0
-    for i in range(idx.shape[0]):
-        j = idx[i]
-        m = mu[j]
+    for i in range(z.shape[0]):
+        m = mu[i]
         ok = (m > 0.0) & (m * ea <= _X1_MAX)  # NaN fails
         bad += 0 if ok else 1
         m = m if ok else 1.0
@@ -327,12 +331,11 @@ def _group_start(n, idx, data, k, w):
         x1[i] = m * ea
         x2[i] = m * ema
         ez[i] = en
-        other += z[j] != fn
+        other += z[i] != fn
     if other:  # real-valued releases (Laplace): e^{az} per count
-        for i in range(idx.shape[0]):
-            zi = z[idx[i]]
-            if zi != fn:
-                ez[i] = math.exp(a * zi)
+        for i in range(z.shape[0]):
+            if z[i] != fn:
+                ez[i] = math.exp(a * z[i])
     return bad
 
 
@@ -416,45 +419,42 @@ def _group_tail(m, size, w):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def short_sum_group(n, idx, data, k, w):
-    """:func:`short_sum_kernel` at the counts ``idx`` of ``data = (z, mu, lp, dlp)``, in lockstep.
+def short_sum_group(n, data, k, w):
+    """:func:`short_sum_kernel` at every count of ``data = (z, mu, lp, dlp)``, in lockstep.
 
-    Writes ``lp[idx]`` and ``dlp[idx]``, each bitwise equal to :func:`short_sum_kernel` (the
-    same operations in the same order). All counts must have ``floor(z) = n >= 0`` and
+    Writes ``lp`` and ``dlp``, each bitwise equal to :func:`short_sum_kernel` (the same
+    operations in the same order). All counts must have ``floor(z) = n >= 0`` and
     ``-100 <= z < 101``; ``k`` is :func:`noise_constants` and ``w`` is :func:`work_arrays` of at
-    least ``len(idx)``. Returns the number of counts whose rate is outside :func:`in_domain`:
+    least ``len(z)``. Returns the number of counts whose rate is outside :func:`in_domain`:
     their results are meaningless, for the caller to replace.
 
     Examples
     --------
     >>> import math
     >>> import numpy as np
-    >>> z, mu = np.array([4.0, 4.0, 9.0, 4.5]), np.array([3.0, 0.5, 2.0, 40.0])
-    >>> lp, dlp = np.zeros(4), np.zeros(4)
+    >>> z, mu = np.array([4.0, 4.0, 4.5]), np.array([3.0, 0.5, 40.0])
+    >>> lp, dlp = np.zeros(3), np.zeros(3)
     >>> k = noise_constants(1.0, math.log(math.tanh(0.5)))
-    >>> short_sum_group(4, np.array([0, 1, 3]), (z, mu, lp, dlp), k, work_arrays(3))
+    >>> short_sum_group(4, (z, mu, lp, dlp), k, work_arrays(3))
     0
-    >>> scalar = [short_sum_kernel(z[i], mu[i], k) for i in (0, 1, 3)]
-    >>> bool(np.array_equal(lp[[0, 1, 3]], [s[0] for s in scalar]))
+    >>> scalar = [short_sum_kernel(z[i], mu[i], k) for i in range(3)]
+    >>> bool(np.array_equal(lp, [s[0] for s in scalar]))
     True
-    >>> bool(np.array_equal(dlp[[0, 1, 3]], [s[1] for s in scalar]))
+    >>> bool(np.array_equal(dlp, [s[1] for s in scalar]))
     True
     """
-    bad = _group_start(n, idx, data, k, w)
-    size = idx.shape[0]
+    bad = _group_start(n, data, k, w)
+    size = data[0].shape[0]
     _group_forward(n, size, w)
     _group_tail(n + 1, size, w)
     logc, ema, em1a, em1ma = k[1], k[3], k[4], k[5]
-    t1, s1, s1p, t2, ez, s, lpw, dw, rate = w[2], w[3], w[4], w[5], w[6], w[7], w[9], w[10], w[11]
+    t1, s1, s1p, t2, ez, s, rate = w[2], w[3], w[4], w[5], w[6], w[7], w[11]
+    lp, dlp = data[2], data[3]
     for i in range(size):
         e = ez[i]
         s2 = s[i]
         tot = s1[i] / e + s2 * e
         num = (em1a * s1p[i] - t1[i]) / e + (em1ma * s2 + ema * t2[i]) * e
-        dw[i] = num / tot
-        lpw[i] = logc - rate[i] + _log_normal(tot)
-    lp, dlp = data[2], data[3]
-    for i in range(size):
-        lp[idx[i]] = lpw[i]
-        dlp[idx[i]] = dw[i]
+        dlp[i] = num / tot
+        lp[i] = logc - rate[i] + _log_normal(tot)
     return bad

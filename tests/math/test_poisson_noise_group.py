@@ -37,11 +37,13 @@ def _rates(a, size, rng):
 
 
 def _group(n, z, mu, k, chunk=None):
-    idx = np.arange(z.size)
+    """The group in chunks of ``chunk`` counts, one work array reused across chunks."""
+    chunk = chunk or z.size
     lp, dlp = np.full(z.size, np.nan), np.full(z.size, np.nan)
-    w = work_arrays(chunk or z.size)
-    for c in range(0, z.size, chunk or z.size):
-        bad = short_sum_group(n, idx[c : c + (chunk or z.size)], (z, mu, lp, dlp), k, w)
+    w = work_arrays(chunk)
+    for c in range(0, z.size, chunk):
+        e = c + chunk
+        bad = short_sum_group(n, (z[c:e], mu[c:e], lp[c:e], dlp[c:e]), k, w)
         assert bad == 0
     return lp, dlp
 
@@ -104,7 +106,7 @@ def test_group_reports_rates_outside_domain():
     mu = np.array([3.0, 0.0, 5.5, -1.0, np.nan, 7.0, np.inf, np.nextafter(hi, np.inf), hi])
     z = np.full(mu.size, 4.0)
     lp, dlp = np.full(mu.size, np.nan), np.full(mu.size, np.nan)
-    bad = short_sum_group(4, np.arange(mu.size), (z, mu, lp, dlp), k, work_arrays(mu.size))
+    bad = short_sum_group(4, (z, mu, lp, dlp), k, work_arrays(mu.size))
     assert bad == 5
     good = [0, 2, 5, 8]
     ref_lp, ref_dlp = _scalar(z[good], mu[good], k)
@@ -118,7 +120,8 @@ def test_group_by_floor_partition():
     edges += [np.nextafter(5.0, 0.0), 5.0, 100.75, np.nextafter(101.0, 0.0), 101.0]
     edges += [np.nan, np.inf, -np.inf, 1e300, -(2.0**63)]
     z = np.concatenate([edges, np.random.default_rng(2).uniform(-120.0, 120.0, 500)])
-    order, starts = group_by_floor(z, True)
+    order, rank, starts = group_by_floor(z, True)
+    assert np.array_equal(order[rank], np.arange(z.size))
     assert starts[0] == 0 and starts[-1] == z.size and starts.size == N_GROUPS + 1
     assert np.array_equal(np.sort(order), np.arange(z.size))
     with np.errstate(invalid="ignore"):
@@ -131,5 +134,5 @@ def test_group_by_floor_partition():
     # spot checks of the edges: just below 5 is n = 4, -0.0 is n = 0, 101 is outside
     assert expected[6] == 6 and expected[2] == 2 and expected[10] == 0
     # short=False: everything in group 0
-    order, starts = group_by_floor(z, False)
+    order, _, starts = group_by_floor(z, False)
     assert starts[1] == z.size and np.array_equal(order, np.arange(z.size))
