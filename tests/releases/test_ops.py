@@ -194,3 +194,10 @@ def test_tempered_likelihood_in_a_pymc_model():
     exact = _trunc_mean(1 + 40 / t, 1 + 10 / t, 0.1, 0.9)
     assert mcse_check(draws, exact).passed
     assert not mcse_check(draws, _trunc_mean(41.0, 11.0, 0.1, 0.9)).passed  # untempered
+
+
+def test_dirichlet_ops_refuses_when_the_truncated_region_has_no_mass(rng):
+    ops = OnePosteriorSample.dirichlet_categorical(100.0, 0.3, 3)  # T = 1: the posterior itself
+    assert ops.temperature == 1.0
+    with pytest.raises(RuntimeError, match="tempered_likelihood"):
+        ops.sample(np.zeros(3000, dtype=int), rng=rng)  # Dirichlet(3001, 1, 1): P(region) ~ 0
