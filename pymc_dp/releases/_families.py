@@ -27,17 +27,22 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 
 import numpy as np
+
+from pymc_dp.accounting import round_up
 
 __all__ = ["FAMILIES", "family_of"]
 
 
-def _round_up(x: float, ulps: int = 4) -> float:
-    """``x`` raised by a few ulps: a floating-point sensitivity is never below the exact one."""
-    for _ in range(ulps):
-        x = math.nextafter(x, math.inf)
-    return x
+def _sqrt_up(q) -> float:
+    """The smallest double ``>= sqrt(q)`` for a rational ``q >= 0`` (checked exactly)."""
+    q = Fraction(q)
+    r = math.sqrt(float(q))
+    while Fraction(r) ** 2 < q:
+        r = math.nextafter(r, math.inf)
+    return r
 
 
 def _as_records(data, name: str = "data") -> np.ndarray:
@@ -139,7 +144,7 @@ class Bernoulli(_Family):
         return np.array([s, records.size - s], dtype=np.int64)
 
     def sensitivity(self, bounds):
-        return 2.0, _round_up(math.sqrt(2.0))
+        return 2.0, _sqrt_up(2)
 
 
 class Categorical(_Family):
@@ -170,7 +175,7 @@ class Categorical(_Family):
         return np.bincount(records, minlength=bounds).astype(np.int64)
 
     def sensitivity(self, bounds):
-        return 2.0, _round_up(math.sqrt(2.0))
+        return 2.0, _sqrt_up(2)
 
     def names(self, bounds):
         return tuple(f"count_{k}" for k in range(bounds))
@@ -213,39 +218,51 @@ class Poisson(_Family):
 
 
 def _normal_l1(a: float, b: float) -> float:
-    """``sup |x - x'| + |x² - x'²|`` over ``x, x'`` in ``[a, b]``.
+    """``sup |x - x'| + |x² - x'²|`` over ``x, x'`` in ``[a, b]`` (exact, rounded up).
 
     With ``u = x - x'`` and ``v = x + x'`` the objective is ``|u|(1 + |v|)``, increasing in
     ``|u|`` at fixed ``v``, so the supremum lies on the boundary of the box: by symmetry
     ``x in {a, b}``. For fixed ``x`` it is piecewise quadratic in ``x'`` with pieces split at
     ``x' = ±x`` and stationary points ``x' = ±1/2``; the maximum is at one of these or at
-    ``a``, ``b``.
+    ``a``, ``b``. All candidates are rationals: evaluated exactly, then rounded up.
     """
-    best = 0.0
+    a, b = Fraction(a), Fraction(b)
+    half = Fraction(1, 2)
+    best = Fraction(0)
     for x in (a, b):
-        for y in (a, b, -x, 0.5, -0.5):
+        for y in (a, b, -x, half, -half):
             if a <= y <= b:
                 best = max(best, abs(x - y) + abs(x * x - y * y))
-    return best
+    return round_up(best)
 
 
 def _normal_l2(a: float, b: float) -> float:
-    """``sup sqrt((x - x')² + (x² - x'²)²)`` over ``[a, b]²``.
+    """``sup sqrt((x - x')² + (x² - x'²)²)`` over ``[a, b]²`` (rounded up).
 
     ``h = u²(1 + v²)`` is increasing in ``|u|`` at fixed ``v``: boundary, ``x in {a, b}``.
     ``dh/dx' = 2(x - x')[x² - x'² - 1 - (x + x')²]`` vanishes at ``x' = x`` or at the roots of
     ``2x'² + 2x x' + 1 = 0``, ``x' = (-x ± sqrt(x² - 2))/2`` (real when ``|x| >= √2``).
+    ``h`` is evaluated exactly at the rational candidates and at the doubles nearest the
+    irrational roots (a stationary point: the error is second order, about 1e-32 relative),
+    and the square root is rounded up, one more ulp when an irrational root wins.
     """
-    best = 0.0
-    for x in (a, b):
-        cands = [a, b]
-        if x * x >= 2.0:
-            r = math.sqrt(x * x - 2.0)
-            cands += [(-x + r) / 2.0, (-x - r) / 2.0]
-        for y in cands:
-            if a <= y <= b:
-                best = max(best, (x - y) ** 2 * (1.0 + (x + y) ** 2))
-    return math.sqrt(best)
+    fa, fb = Fraction(a), Fraction(b)
+    best, irrational = Fraction(0), False
+    for x in (fa, fb):
+        cands = [(fa, False), (fb, False)]
+        if x * x >= 2:
+            r = math.sqrt(float(x * x - 2))
+            cands += [
+                (Fraction((-float(x) + r) / 2.0), True),
+                (Fraction((-float(x) - r) / 2.0), True),
+            ]
+        for y, irr in cands:
+            if fa <= y <= fb:
+                h = (x - y) ** 2 * (1 + (x + y) ** 2)
+                if h > best:
+                    best, irrational = h, irr
+    out = _sqrt_up(best)
+    return math.nextafter(out, math.inf) if irrational else out
 
 
 class Normal(_Family):
@@ -276,17 +293,18 @@ class Normal(_Family):
         return np.array([records.sum(), (records * records).sum()], dtype=np.float64)
 
     def sensitivity(self, bounds):
-        return _round_up(_normal_l1(*bounds)), _round_up(_normal_l2(*bounds))
+        return _normal_l1(*bounds), _normal_l2(*bounds)
 
 
-def _square_range(lo: float, hi: float) -> float:
+def _square_range(lo: float, hi: float) -> Fraction:
+    lo, hi = Fraction(lo), Fraction(hi)
     top = max(lo * lo, hi * hi)
-    bottom = 0.0 if lo <= 0.0 <= hi else min(lo * lo, hi * hi)
+    bottom = Fraction(0) if lo <= 0 <= hi else min(lo * lo, hi * hi)
     return top - bottom
 
 
-def _product_range(i1: tuple[float, float], i2: tuple[float, float]) -> float:
-    corners = [p * q for p in i1 for q in i2]
+def _product_range(i1: tuple[float, float], i2: tuple[float, float]) -> Fraction:
+    corners = [Fraction(p) * Fraction(q) for p in i1 for q in i2]
     return max(corners) - min(corners)
 
 
@@ -334,18 +352,17 @@ class LinearRegression(_Family):
         iu = np.triu_indices(X.shape[1])
         return np.concatenate([(X.T @ X)[iu], X.T @ y, [y @ y]]).astype(np.float64)
 
-    def ranges(self, bounds, d: int) -> np.ndarray:
-        """Per-entry ranges of the statistic (same order as the statistic)."""
+    def ranges(self, bounds, d: int) -> list[Fraction]:
+        """Exact per-entry ranges of the statistic (same order as the statistic)."""
         xb, yb = bounds
         iu = np.triu_indices(d)
         sq, cross = _square_range(*xb), _product_range(xb, xb)
         xx = [sq if j == k else cross for j, k in zip(*iu, strict=True)]
-        xy = [_product_range(xb, yb)] * d
-        return np.array([*xx, *xy, _square_range(*yb)], dtype=np.float64)
+        return [*xx, *([_product_range(xb, yb)] * d), _square_range(*yb)]
 
     def sensitivity(self, bounds, d: int = 1):
         r = self.ranges(bounds, d)
-        return _round_up(float(r.sum())), _round_up(math.sqrt(float((r * r).sum())))
+        return round_up(sum(r, Fraction(0))), _sqrt_up(sum((x * x for x in r), Fraction(0)))
 
     def names(self, bounds, d: int = 1):
         iu = np.triu_indices(d)

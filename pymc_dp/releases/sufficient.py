@@ -76,7 +76,7 @@ def sufficient_statistic_sensitivity(family, bounds=None, *, norm="l1", dimensio
     Returns
     -------
     float
-        Exact for the first four families (rounded up by a few ulps where irrational), an
+        Exact for the first four families (the smallest double at or above the exact value), an
         upper bound for linear regression (see :mod:`pymc_dp.releases._families`).
 
     Examples

@@ -39,7 +39,7 @@ def test_bernoulli_pair_sensitivity_closed_form_and_enumeration():
     assert _neighbour_max("bernoulli", datasets, None) == (2.0, math.sqrt(2.0))
     assert sufficient_statistic_sensitivity("bernoulli") == 2.0  # Foulds et al.; ERRATA
     l2 = sufficient_statistic_sensitivity("bernoulli", norm="l2")
-    assert math.sqrt(2.0) <= l2 <= math.sqrt(2.0) * (1 + 1e-15)
+    assert l2 == pytest.approx(math.sqrt(2.0), rel=1e-15)
 
 
 def test_categorical_sensitivity_enumeration():
@@ -85,7 +85,19 @@ def test_normal_moment_sensitivity_closed_form_and_grid(bounds, l1, l2):
         assert got >= brute  # never below any attained change
         assert got == pytest.approx(brute, rel=2e-5)  # and attained up to the grid's step
         if exact is not None:
-            assert got == pytest.approx(exact, rel=1e-14) and got >= exact * (1 - 1e-16)
+            assert got == pytest.approx(exact, rel=1e-15)
+
+
+def test_rational_sensitivities_are_exact_doubles():
+    assert sufficient_statistic_sensitivity("normal", (0.0, 3.0)) == 12.0
+    assert sufficient_statistic_sensitivity("normal", (-1.0, 1.0)) == 2.25
+    assert sufficient_statistic_sensitivity("normal", (-1.0, 1.0), norm="l2") == 2.0
+    # irrational values: the smallest double at or above (checked in exact arithmetic)
+    from fractions import Fraction
+
+    for fam, bounds, sq in (("normal", (0.0, 3.0), 90), ("bernoulli", None, 2)):
+        got = sufficient_statistic_sensitivity(fam, bounds, norm="l2")
+        assert Fraction(got) ** 2 >= sq > Fraction(math.nextafter(got, 0.0)) ** 2
 
 
 def test_normal_sensitivity_negative_control_sum_of_ranges_is_not_exact():
