@@ -63,7 +63,8 @@ def _up(x: float, ulps: int = 4) -> float:
 def beta_bernoulli_log_likelihood_range(truncation) -> float:
     """``C = log((1 - p0)/p0)`` for Bernoulli records and ``θ`` in ``[p0, 1 - p0]`` (eq. 15).
 
-    Computed as ``log1p(-p0) - log(p0)`` and rounded up by a few ulps (never under-counted).
+    Computed as ``log1p(-p0) - log(p0)`` plus a bound on the two logs' rounding errors
+    (never under-counted).
 
     Raises
     ------
@@ -106,7 +107,10 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
                 else ""
             )
         )
-    return _up(math.log1p(-(int(k) - 1) * p0) - math.log(p0))
+    top, bottom = math.log1p(-(int(k) - 1) * p0), math.log(p0)
+    # each log is within an ulp or two of the truth: add their error bound (the difference can
+    # cancel when p0 is near 1/K), then round up
+    return _up(top - bottom + 4.0 * (math.ulp(top) + math.ulp(bottom)), 1)
 
 
 # ---- exact truncated Beta draws ---------------------------------------------------------------
