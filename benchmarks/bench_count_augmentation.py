@@ -111,6 +111,12 @@ def _bessel_lib(rng, nu, x, out):
 
 
 @numba.njit
+def _bessel_lib_old(rng, nu, x, out):  # a checkout before bessel_draw_bitgen existed
+    for i in range(nu.size):
+        out[i] = bs.bessel_draw(rng, nu[i], 2.0 * np.sqrt(x[i]))
+
+
+@numba.njit
 def _binom_builtin(rng, n, p, out):
     for i in range(n.size):
         out[i] = rng.binomial(n[i], p[i])
@@ -141,7 +147,9 @@ def _piece_fns():
     module has them) and numba's built-ins."""
     fns = {
         "loop": lambda r, d: _loop_only(r, d["nu"], d["x"], d["oi"]),
-        "bessel (library)": lambda r, d: _bessel_lib(r, d["nu"], d["x"], d["oi"]),
+        "bessel (library)": lambda r, d: (
+            _bessel_lib if hasattr(bs, "bessel_draw_bitgen") else _bessel_lib_old
+        )(r, d["nu"], d["x"], d["oi"]),
         "binomial (numba built-in)": lambda r, d: _binom_builtin(r, d["n"], d["p"], d["oi"]),
         "2 gamma (numba built-in)": lambda r, d: _gamma_builtin(
             r, d["gp"], d["gm"], d["alpha"], d["of"]
