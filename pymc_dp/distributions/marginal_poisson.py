@@ -105,7 +105,7 @@ __all__ = [
 ]
 
 _TOL = 1e-17
-_CHUNK = 512  # counts evaluated in lockstep (the work array stays in the L1 cache)
+_CHUNK = 1024  # counts evaluated in lockstep (work arrays in L2; 512: +10%, 4096: same)
 # with SOURCE_INT (any source change), the key of PyTensor's compile cache. numba's own
 # on-disk cache (cache=True) checks only this file's time stamp, not the modules its functions
 # call: bump this line when a kernel of math/poisson_noise.py changes, so that the cached

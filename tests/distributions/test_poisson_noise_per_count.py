@@ -27,7 +27,7 @@ def _one_by_one(z, mu, a, logc):
 
 def _mixed(a, rng):
     """Counts in and out of the short-sum domain: a group larger than the lockstep chunk
-    (512), z outside [-100, 101), negative z, real z, rates at and beyond 128 e^{-a}, zero
+    (1024), z outside [-100, 101), negative z, real z, rates at and beyond 128 e^{-a}, zero
     and NaN rates."""
     hi = 128.0 / math.exp(a)
     z = np.concatenate(
