@@ -16,7 +16,7 @@ from pymc_dp.distributions.release import Release
 
 __all__ = ["build_model"]
 
-_SUPPORTED = ("bernoulli", "categorical", "poisson")
+_SUPPORTED = ("bernoulli", "categorical", "poisson", "normal")
 
 
 def _f64(x) -> np.ndarray:
@@ -62,7 +62,33 @@ def _poisson(rel, prior, name):
     Release(name, stat, rel.mechanism, observed=_observed(rel))
 
 
-_BUILDERS = {"bernoulli": _bernoulli, "categorical": _categorical, "poisson": _poisson}
+def _normal(rel, prior, name):
+    """Normal-Inverse-Gamma prior: ``v ~ InvGamma(alpha, beta)``, ``mu ~ Normal(mu0,
+    sqrt(v / kappa))``, records ``x ~ Normal(mu, sqrt(v))`` clamped to ``[a, b]``."""
+    from pymc_dp.releases.sufficient import _positive_prior, _prior
+
+    mu0 = float(np.asarray(_prior(prior, ("mu", "kappa", "alpha", "beta"))[0], np.float64))
+    if not np.isfinite(mu0):
+        raise ValueError(f"prior mu must be finite, got {mu0!r}")
+    k0, a0, b0 = _positive_prior(
+        _prior(prior, ("mu", "kappa", "alpha", "beta"))[1:], ("kappa", "alpha", "beta")
+    )
+    v = pm.InverseGamma("v", alpha=_f64(a0), beta=_f64(b0))
+    mu = pm.Normal("mu", mu=_f64(mu0), sigma=pt.sqrt(v / _f64(k0)))
+    x = pm.Normal("x", mu=mu, sigma=pt.sqrt(v), shape=rel.n)
+    lo, hi = rel.bounds
+    xc = pt.clip(x, _f64(lo), _f64(hi))
+    Release(
+        name, pt.stack([xc, xc * xc], axis=1).sum(axis=0), rel.mechanism, observed=_observed(rel)
+    )
+
+
+_BUILDERS = {
+    "bernoulli": _bernoulli,
+    "categorical": _categorical,
+    "poisson": _poisson,
+    "normal": _normal,
+}
 
 
 def build_model(rel, prior, name: str) -> pm.Model:

@@ -302,22 +302,22 @@ class SufficientStatisticsRelease:
         )
 
     def model(self, prior=None, *, name: str = "release"):
-        """The noise-aware PyMC model of this release (Bernoulli, categorical, Poisson).
+        """The noise-aware PyMC model of this release (Bernoulli, categorical, Poisson, Normal).
 
         Latent records ``x`` (``n`` of them) from the family with a conjugate prior on its
-        parameter (``p``, ``p`` or ``lam``), and ``pmdp.Release(name, T(x), mechanism,
-        observed=value)`` where ``T`` is the statistic computed from the *clamped* records
-        (``min(x, U)`` for Poisson). ``pm.sample`` then picks the data-augmentation step for
-        ``x`` and a conjugate Gibbs step for the parameter; :func:`pymc_dp.privacy_report`
-        reports the release. ``prior`` as in :meth:`plugin_posterior`.
+        parameters (``p``; ``p``; ``lam``; ``mu`` and ``v``, the Normal mean and variance), and
+        ``pmdp.Release(name, T(x), mechanism, observed=value)`` where ``T`` is the statistic
+        computed from the *clamped* records (``min(x, U)`` for Poisson, ``clip(x, a, b)`` for
+        Normal). ``pm.sample`` then picks the data-augmentation step for ``x`` and a conjugate
+        Gibbs step for the parameters; :func:`pymc_dp.privacy_report` reports the release.
+        ``prior`` as in :meth:`plugin_posterior`.
 
         Raises
         ------
         ValueError
-            For the Normal and regression families: write the model with
-            :class:`pymc_dp.Release` yourself (statistic
-            ``pt.stack([xc.sum(), (xc**2).sum()])`` of ``xc = pt.clip(x, a, b)``, or the
-            regression moments of the clipped records) with priors of your choice.
+            For linear regression: write the model with :class:`pymc_dp.Release` yourself
+            (latent records clipped with ``pt.clip`` to the declared bounds and the statistic
+            of :attr:`names` computed from them), with priors of your choice.
 
         Examples
         --------
