@@ -23,16 +23,22 @@ so :math:`\log f` is strictly concave and its mode is
 :math:`\le 1`). Everything below works with :math:`f(y)/f(M) \le 1`, so nothing overflows
 whatever :math:`\mu`, :math:`z` or :math:`\alpha`.
 
-**Small mode** (:math:`M \le` ``SMALL_MODE``): inversion started at the mode. The terms
+**Small mode** (:math:`M \le` ``SMALL_MODE`` = 50), or a narrow law (both ratios next to the
+mode at most ``NARROW_RATIO`` = 0.9, e.g. a mode at the kink :math:`z`): inversion started at
+the mode. The terms
 :math:`f(y)/f(M)` are products of the ratios above, summed outwards from :math:`M` on each side
-until the bound on the rest of that side, :math:`t\,r/(1-r)` (current term :math:`t`, next
+until the bound on the rest of that side, :math:`t\,r/(1-r)` (current term :math:`t`, last
 ratio :math:`r`, which bounds every later ratio by log-concavity), is below :math:`2^{-60}` of
 the sum: the neglected mass is below :math:`2^{-59}` of the total. The terms are kept in a
-scratch buffer (at most :math:`M \le 50` on the left; on the right the ratios are below
-:math:`51/(y+1)`, so fewer than 512 terms reach :math:`2^{-60}`), and a uniform times the total
-is walked down them (mode, right side, left side); a walk that runs past the last term
-(rounding) is redrawn. The width of the law is :math:`O(\sqrt{M + 1})`, so this costs
-:math:`O(1)` here.
+scratch buffer of 512 per side (for :math:`M \le 50`: at most :math:`M` on the left, and on
+the right the ratios are below :math:`51/(y+1)`; for a narrow law the terms fall at least as
+:math:`0.9^n` and :math:`9 \cdot 0.9^{415} < 2^{-60}`). A uniform :math:`u` is walked down
+them in the order :math:`M, M+1, M-1, M+2, \dots`; the total :math:`T` is refined only as far
+as the decision needs: the answer is the first value whose cumulative sum exceeds :math:`u`
+times every total still possible (partial sums plus the tail bounds), so the result is the
+exact inversion of the (truncated) law. A walk that runs past the last term (rounding) is
+redrawn. The width of such a law is :math:`O(\sqrt{M + 1})` or :math:`O(1/(1 - 0.9))`, so
+this costs :math:`O(1)`.
 
 **Large mode**: rejection from an envelope built from log-concavity (exact: the envelope
 dominates :math:`f` everywhere, and a draw :math:`y` from the envelope :math:`e` is kept with
@@ -82,10 +88,19 @@ from numba.np.random.generator_core import next_double
 
 from pymc_dp.math.poisson import log_poisson_scalar
 
-__all__ = ["MAX_ABS_Z", "MAX_MU", "SMALL_MODE", "draw_true_counts", "posterior_mode"]
+__all__ = [
+    "MAX_ABS_Z",
+    "MAX_MU",
+    "NARROW_RATIO",
+    "SMALL_MODE",
+    "draw_true_counts",
+    "posterior_mode",
+]
 
-#: modes up to this are drawn by inversion from the mode, larger ones by rejection
+#: modes up to this are drawn by inversion from the mode, larger ones by rejection unless
+#: both ratios next to the mode are at most NARROW_RATIO (a narrow law: inversion too)
 SMALL_MODE = 50
+NARROW_RATIO = 0.9
 #: largest rate accepted (the counts must stay exact in float64 and int64)
 MAX_MU = 1e15
 #: largest |z| accepted
@@ -122,51 +137,66 @@ def _down(y, z, x1, x2):
 
 
 @numba.njit(cache=True)
-def _side_terms(m, law, step, buf):
-    """Fill ``buf`` with ``f(y) / f(m)`` for ``y = m + step, m + 2 step, ...`` (``step`` +1 or
-    -1) up to the stop rule of the module docstring; return their number and sum."""
+def _extend(k, m, law, buf, side, other_sum):
+    """Append the next term ``f(y) / f(m)`` of side ``k`` (0: ``y > m``, 1: ``y < m``) to
+    ``buf[k]``. ``side = (count, last term, sum, bound on the rest)``; the bound ``t r/(1-r)``
+    uses the last ratio ``r``, which bounds every later one (log-concavity), and a side whose
+    bound falls below ``2^-60`` of the running total is closed (bound 0)."""
+    n, t, s, _ = side
     z, x1, x2 = law
-    ix1 = 1.0 / x1 if x1 > 0.0 else np.inf  # used only where x1 >= 1 (left of a mode > z)
-    ix2 = 1.0 / x2
-    t = 1.0
-    s = 1.0
-    y = m
-    n = 0
-    while n < buf.size:
-        if step > 0:
-            r = (x1 if y >= z else x2) * _INV[y + 1]
-        elif y == 0:
-            break
-        else:
-            r = y * (ix1 if y > z else ix2)
-        if r < 1.0 and t * r < _TAIL_EPS * s * (1.0 - r):
-            break
-        t *= r
-        y += step
-        buf[n] = t
-        n += 1
-        s += t
-    return n, s - 1.0
+    if k == 0:
+        y = m + n
+        inv = _INV[y + 1] if y + 1 < _INV.size else 1.0 / (y + 1.0)  # narrow laws: any y
+        r = (x1 if y >= z else x2) * inv
+    else:
+        y = m - n
+        r = y / (x1 if y > z else x2)
+    t *= r
+    buf[k, n] = t
+    s += t
+    b = t * r / (1.0 - r) if r < 1.0 else np.inf
+    if b < _TAIL_EPS * (1.0 + s + other_sum) or n + 1 == _BUF or (k == 1 and y == 1):
+        b = 0.0
+    return n + 1, t, s, b
 
 
 @numba.njit(cache=True)
 def _draw_small(bitgen, m, law, buf):
-    """Inversion from the mode ``m`` (small modes); ``buf`` is a (2, 512) scratch array."""
-    n_right, s_right = _side_terms(m, law, 1, buf[0])
-    n_left, s_left = _side_terms(m, law, -1, buf[1])
-    total = 1.0 + s_right + s_left
+    """Inversion from the mode ``m`` in the order m, m+1, m-1, m+2, ..., with the total
+    refined only as far as each decision needs (small modes); ``buf`` is (2, 512) scratch."""
+    right = (0, 1.0, 0.0, np.inf)
+    left = (0, 1.0, 0.0, np.inf if m > 0 else 0.0)
     for _ in range(_MAX_TRIALS):
-        u = next_double(bitgen) * total - 1.0
-        if u < 0.0:
-            return m
-        for j in range(n_right):
-            u -= buf[0, j]
-            if u < 0.0:
-                return m + j + 1
-        for j in range(n_left):
-            u -= buf[1, j]
-            if u < 0.0:
-                return m - j - 1
+        u = next_double(bitgen)
+        cum, y, pr, pl = 1.0, m, 0, 0
+        while True:
+            lo = 1.0 + right[2] + left[2]
+            if cum > u * (lo + right[3] + left[3]):
+                return y  # cum > u T for every total T still possible
+            if cum > u * lo:  # undecided: tighten the side with the larger bound
+                if right[3] >= left[3]:
+                    right = _extend(0, m, law, buf, right, left[2])
+                else:
+                    left = _extend(1, m, law, buf, left, right[2])
+                continue
+            right_ok = pr < right[0] or right[3] > 0.0
+            left_ok = pl < left[0] or left[3] > 0.0
+            if right_ok and (pr <= pl or not left_ok):
+                if pr == right[0]:
+                    right = _extend(0, m, law, buf, right, left[2])
+                    continue
+                cum += buf[0, pr]
+                pr += 1
+                y = m + pr
+            elif left_ok:
+                if pl == left[0]:
+                    left = _extend(1, m, law, buf, left, right[2])
+                    continue
+                cum += buf[1, pl]
+                pl += 1
+                y = m - pl
+            else:
+                break  # past the last term (rounding): draw again
     return -1
 
 
@@ -266,12 +296,23 @@ def _draw_large(bitgen, z, mu, alpha):
 
 
 @numba.njit(cache=True)
+def _narrow(m, law):
+    """Both ratios next to the mode are at most ``NARROW_RATIO``: the terms then fall at least
+    geometrically by it, so each side closes within the 512-term buffer."""
+    z, x1, x2 = law
+    right = (x1 if m >= z else x2) / (m + 1.0)
+    left = m / (x1 if m > z else x2)
+    return right <= NARROW_RATIO and left <= NARROW_RATIO
+
+
+@numba.njit(cache=True)
 def _draw_one(bitgen, z, mu, alpha, buf):
     if mu == 0.0:
         return np.int64(0)
     m = posterior_mode(z, mu, alpha)
-    if m <= SMALL_MODE:
-        return np.int64(_draw_small(bitgen, m, (float(z), mu * alpha, mu / alpha), buf))
+    law = (float(z), mu * alpha, mu / alpha)
+    if m <= SMALL_MODE or _narrow(m, law):
+        return np.int64(_draw_small(bitgen, m, law, buf))
     return _draw_large(bitgen, z, mu, alpha)
 
 

@@ -25,8 +25,10 @@ from scipy import special, stats
 
 from pymc_dp.kernels.count_posterior import (
     MAX_MU,
+    NARROW_RATIO,
     SMALL_MODE,
     _envelope,
+    _narrow,
     draw_true_counts,
     posterior_mode,
 )
@@ -82,9 +84,11 @@ ORDINARY = [
     (40, 30.0, 0.9),
     (100, 50.0, 0.2),
     (50, 50.5, 0.9),  # mode 50 = SMALL_MODE: the last inversion case
-    (51, 51.5, 0.7),  # mode 51: the first rejection case
+    (0, 73.6, 0.7),  # mode 51, not narrow: the first rejection case
     (15, 14.0, 0.99),
     (400, 3.0, 0.01),
+    (400, 300.0, 0.5),  # mode 400 at the kink, ratios 0.37 and 0.67: narrow, inversion
+    (160, 150.0, 0.85),  # mode 160, left ratio 0.906: rejection
 ]
 
 
@@ -255,10 +259,15 @@ def test_mode_is_the_argmax():
 
 
 def test_both_paths_are_tested():
-    """The chi-square cases straddle the switch from inversion to rejection."""
+    """The chi-square cases straddle the switches from inversion to rejection."""
     assert posterior_mode(50, 50.5, 0.9) == SMALL_MODE
-    assert posterior_mode(51, 51.5, 0.7) == SMALL_MODE + 1
-    assert (51, 51.5, 0.7) in ORDINARY and (50, 50.5, 0.9) in ORDINARY
+    assert posterior_mode(0, 73.6, 0.7) == SMALL_MODE + 1
+    assert not _narrow(51, (0.0, 73.6 * 0.7, 73.6 / 0.7))
+    assert _narrow(400, (400.0, 150.0, 600.0))
+    assert not _narrow(160, (160.0, 150 * 0.85, 150 / 0.85))
+    assert 160 / (150 / 0.85) > NARROW_RATIO > 127.5 / 161
+    for case in [(0, 73.6, 0.7), (50, 50.5, 0.9), (400, 300.0, 0.5), (160, 150.0, 0.85)]:
+        assert case in ORDINARY
 
 
 @pytest.mark.slow
