@@ -259,11 +259,14 @@ def _sweep(rng, z, mu, alpha, lam_plus, lam_minus, y_out):
 
 
 @numba.njit(cache=True)
-def _augment_all(rng, z, mu, lam_plus, lam_minus, y, gp, gm):
+def _augment_all(rng, z, mu, lam_plus, lam_minus, out):
+    """Rows of ``out`` (3 x n): y, g+, g-."""
     sm = 1 if mu.size > 1 else 0
     bitgen = rng.bit_generator
     for i in range(z.size):
-        y[i], gp[i], gm[i] = _augment_one(bitgen, z[i], mu[i * sm], lam_plus[i], lam_minus[i])
+        out[0, i], out[1, i], out[2, i] = _augment_one(
+            bitgen, z[i], mu[i * sm], lam_plus[i], lam_minus[i]
+        )
 
 
 @numba.njit(cache=True)
@@ -337,8 +340,8 @@ def augment_true_counts(z, mu, state: AuxRates, rng=None):
     z_f, mu_f, a_f, shape = _as_inputs(z, mu, 0.5)
     lp, lm = _flat_state(state, z_f.size)
     _validate(z_f, mu_f, a_f, lp, lm)
-    out = [np.empty(z_f.size, dtype=np.int64) for _ in range(3)]
-    _augment_all(rng, z_f, mu_f, lp, lm, *out)
+    out = np.empty((3, z_f.size), dtype=np.int64)
+    _augment_all(rng, z_f, mu_f, lp, lm, out)
     return tuple(o.reshape(shape) for o in out)
 
 
