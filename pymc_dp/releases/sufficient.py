@@ -193,7 +193,7 @@ def _positive(name: str, x) -> np.ndarray:
     return a
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality: it holds arrays
 class SufficientStatisticsRelease:
     """A released vector of noisy sufficient statistics (see the module docstring).
 
