@@ -297,6 +297,10 @@ class OnePosteriorSample:
             ``(alpha, beta)`` of the Beta prior (default ``(1, 1)``), or the Dirichlet
             concentration (default ones). The prior is truncated like the posterior.
         rng : numpy.random.Generator, optional
+            ``None``: a generator seeded from OS entropy. Unlike the mechanisms' ``release``,
+            this is not a cryptographically secure source, and a floating-point draw can leak
+            through its low-order bits (as for the float Laplace mechanism, Mironov 2012):
+            use it to study OPS, not for real releases.
 
         Returns
         -------
