@@ -229,7 +229,8 @@ def test_sampling_state_round_trip(method):
     assert len(state.lam_plus) == n_aux and [x.shape for x in state.lam_plus] == [(4,)] * n_aux
 
 
-def test_factorization_rate_expression():
+@pytest.mark.parametrize("method", ["augmentation", "direct"])
+def test_factorization_rate_expression(method):
     """Rate theta @ phi (D x V counts): claimed by pm.sample's assignment; the compiled rate
     equals theta @ phi at a random point; a sweep returns counts of the matrix's shape."""
     rng = np.random.default_rng(0)
@@ -247,7 +248,7 @@ def test_factorization_rate_expression():
             dims=("doc", "word"),
         )
         _, selected = assign_step_methods(model)
-        step = CountAugmentation([model["y_true"]], rng=1)
+        step = CountAugmentation([model["y_true"]], rng=1, method=method)
     assert selected[CountAugmentation] == [model.rvs_to_values[model["y_true"]]]
     point = model.initial_point()
     point["theta_log__"] = rng.normal(size=(d, k))
