@@ -6,10 +6,10 @@ model's log-density with JAX (on CPU, or on a GPU where jax has one). The functi
 :mod:`pymc_dp.jax.special` and :mod:`pymc_dp.jax.poisson_noise`; their registration with
 PyTensor's ``jax_funcify``, with the Ops' analytic derivatives, in :mod:`pymc_dp.jax.dispatch`.
 
-Importing this package does not import jax (a slow import). :func:`install` registers the
-JAX functions at once if PyTensor's JAX dispatch is already imported, and otherwise as soon
-as it is (an import hook on ``pytensor.link.jax.dispatch``, which PyMC's JAX samplers and
-``mode="JAX"`` import), so nothing is paid by users of the default backend.
+Importing this package does not import jax (a slow import): it calls :func:`install`, which
+registers the JAX functions at once if PyTensor's JAX dispatch is already imported, and
+otherwise as soon as it is (an import hook on ``pytensor.link.jax.dispatch``, which PyMC's
+JAX samplers and ``mode="JAX"`` import), so nothing is paid by users of the default backend.
 
 JAX must run in float64 (``jax_enable_x64``): PyTensor's JAX dispatch turns it on when
 ``floatX`` is float64 (the default); in float32 mode the pymc_dp Ops refuse to be compiled by JAX
@@ -18,7 +18,7 @@ JAX must run in float64 (``jax_enable_x64``): PyTensor's JAX dispatch turns it o
 Examples
 --------
 >>> import sys
->>> install()  # done once by ``import pymc_dp``; registers now or when JAX is first used
+>>> install()  # done on import (idempotent); registers now or when JAX is first used
 >>> import pytensor.link.jax.dispatch  # e.g. by pm.sample(nuts_sampler="numpyro")
 >>> is_registered()
 True
@@ -92,3 +92,6 @@ def install() -> None:
         return
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+
+
+install()

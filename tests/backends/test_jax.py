@@ -47,6 +47,8 @@ from pymc_dp.distributions.skellam import skellam_logpmf, skellam_logpmf_pt  # n
 from pymc_dp.kernels.bessel_sampling import bessel_logpmf  # noqa: E402
 from pymc_dp.math import bessel as nb  # noqa: E402
 from pymc_dp.math.count_mode import count_mode_pt  # noqa: E402
+from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian  # noqa: E402
+from pymc_dp.mechanisms.gaussian import Gaussian  # noqa: E402
 from pymc_dp.mechanisms.geometric import Geometric  # noqa: E402
 from pymc_dp.mechanisms.laplace import Laplace  # noqa: E402
 from pymc_dp.testing import mcse_check  # noqa: E402
@@ -248,6 +250,108 @@ def test_undefined_derivatives_refuse():
     f = pdj.dispatch._poisson_two_sided(1.0, -0.8)
     with pytest.raises(NotImplementedError, match="observation"):
         jax.grad(lambda z: f(z, np.array([2.0]))[0].sum())(np.array([1.0]))
+
+
+# ----------------------------------------------------------------------------------------
+# every registered marginal through PyMC's JAX route
+
+
+def _pair_cases():
+    g, lap = Geometric(epsilon=0.5), Laplace(scale=2.0)
+    dg = DiscreteGaussian(sigma=2.0)
+    two = np.float64(2.0)
+    truncated = pytest.mark.xfail(
+        raises=NotImplementedError,
+        strict=True,
+        reason="truncated sums: the window length depends on the parameters (jnp.arange of a "
+        "traced length cannot be jitted); needs a static-length window in marginals.py",
+    )
+    return [
+        pytest.param(
+            lambda t: pm.Poisson.dist(t),
+            g,
+            "poisson",
+            id="poisson-geometric",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            lambda t: pm.Poisson.dist(t),
+            lap,
+            "poisson",
+            id="poisson-laplace",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(lambda t: pm.Normal.dist(t, 1.0), lap, "normal", id="normal-laplace"),
+        pytest.param(
+            lambda t: pm.Normal.dist(t, 1.0),
+            Gaussian(sigma=2.0),
+            "normal",
+            id="normal-gaussian",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            lambda t: pm.Bernoulli.dist(t / (1 + t)), lap, "binary", id="bernoulli-laplace"
+        ),
+        pytest.param(
+            lambda t: pm.Binomial.dist(10, t / (1 + t)),
+            dg,
+            "ten",
+            id="binomial-dgauss",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            lambda t: pm.BetaBinomial.dist(10, t, two),
+            g,
+            "ten",
+            id="betabinomial-geometric",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            lambda t: pm.Categorical.dist(pt.stack([1 / (1 + t), t / (1 + t)])),
+            g,
+            "binary",
+            id="categorical-geometric",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            lambda t: pm.Poisson.dist(t), dg, "poisson", id="poisson-dgauss", marks=truncated
+        ),
+        pytest.param(
+            lambda t: pm.NegativeBinomial.dist(mu=t, alpha=two),
+            g,
+            "poisson",
+            id="negbin-geometric",
+            marks=truncated,
+        ),
+    ]
+
+
+_DATA = {
+    "poisson": lambda rng: rng.poisson(4.0, 20),
+    "normal": lambda rng: rng.normal(1.0, 1.0, 20),
+    "binary": lambda rng: rng.binomial(1, 0.3, 20),
+    "ten": lambda rng: rng.binomial(10, 0.3, 20),
+}
+
+
+@pytest.mark.parametrize(("base", "mech", "data"), _pair_cases())
+def test_registered_marginals_jax_logp_and_gradient(base, mech, data, rng):
+    """logp and jax.grad (jitted) of each Privatized pair equal PyTensor's numba ones."""
+    from pymc.sampling.jax import get_jaxified_logp
+
+    z = mech.release(_DATA[data](rng), rng=rng)
+    with pm.Model() as model:
+        t = pm.Gamma("t", 2.0, 0.5)
+        Privatized("z", base(t), mech, observed=z)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Skipping Check", UserWarning)
+        neg = get_jaxified_logp(model, negative_logp=False)
+    fn = jax.jit(jax.value_and_grad(lambda v: -neg([v])))
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    for v in (-1.5, 0.3, 2.0):
+        got = fn(np.float64(v))
+        point = {"t_log__": np.array(v)}
+        _assert_close([got[0], got[1]], [logp(point), dlogp(point)[0]], tol=1e-12)
 
 
 # ----------------------------------------------------------------------------------------
