@@ -217,7 +217,10 @@ def test_distribution_gradients():
     _assert_close(got, ref)
 
 
-@pytest.mark.parametrize(("a", "logc"), [_MARGINAL_CASES[0], _MARGINAL_CASES[4]])
+@pytest.mark.parametrize(
+    ("a", "logc"),
+    [_MARGINAL_CASES[0], pytest.param(*_MARGINAL_CASES[4], marks=pytest.mark.slow)],
+)
 def test_poisson_marginal_gradient(a, logc):
     z = np.array([-3.0, 0.0, 2.0, 7.0, 40.0, 400.0, 2.5])
     mu = pt.dvector("mu")
