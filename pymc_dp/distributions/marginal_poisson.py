@@ -286,36 +286,36 @@ def _conv_logp_and_dmu(z, mu, a, logc, out, dout):
 
 @numba.njit(cache=True, error_model="numpy")
 def _per_count(z, mu, k, out, dout):
-    """Every count with its own rate: the counts sorted by ``floor(z)``, each group inside the
-    short-sum z range in lockstep (:func:`~pymc_dp.math.poisson_noise.short_sum_group`), the
-    rest, and rates outside the short-sum domain, one by one (:func:`_one_logp_dmu`). The same
-    numbers as :func:`_one_logp_dmu` everywhere."""
+    """Every count with its own rate: the counts grouped by ``floor(z)``, each group inside the
+    short-sum z range in lockstep (:func:`~pymc_dp.math.poisson_noise.short_sum_group`) in
+    chunks copied into small buffers, the rest, and rates outside the short-sum domain, one by
+    one (:func:`_one_logp_dmu`). The same numbers as :func:`_one_logp_dmu` everywhere.
+
+    Temporary memory is one index per count plus a few chunks: copies of all rates in group
+    order were 10% faster when the allocator reused memory, but 2.5x slower when it handed
+    back the pages each call (about 1000 page faults per call at 10^5 counts).
+    """
     short = k[0] <= A_MAX
-    order, rank, starts = group_by_floor(z, short)
+    order, starts = group_by_floor(z, short)
     for p in range(starts[0], starts[2]):  # outside the z range, or z < 0
         i = order[p]
         out[i], dout[i] = _one_logp_dmu(z[i], mu[i], k, short)
-    lo = starts[2]
-    size = z.shape[0] - lo
-    zs, mus, lps, dlps = np.empty(size), np.empty(size), np.empty(size), np.empty(size)
-    for i in range(z.shape[0]):  # reads in order, writes to one stream per group
-        r = rank[i] - lo
-        if r >= 0:
-            zs[r] = z[i]
-            mus[r] = mu[i]
     w = work_arrays(_CHUNK)
+    zc, muc, lpc, dlpc = np.empty(_CHUNK), np.empty(_CHUNK), np.empty(_CHUNK), np.empty(_CHUNK)
     for n in range(N_GROUPS - 2):
-        for c in range(starts[n + 2] - lo, starts[n + 3] - lo, _CHUNK):
-            e = min(c + _CHUNK, starts[n + 3] - lo)
-            if short_sum_group(n, (zs[c:e], mus[c:e], lps[c:e], dlps[c:e]), k, w):
-                for r in range(c, e):  # rates outside the short-sum domain (rare)
-                    if not in_domain(zs[r], mus[r], k[2]):
-                        lps[r], dlps[r] = _one_logp_dmu(zs[r], mus[r], k, short)
-    for i in range(z.shape[0]):
-        r = rank[i] - lo
-        if r >= 0:
-            out[i] = lps[r]
-            dout[i] = dlps[r]
+        for c in range(starts[n + 2], starts[n + 3], _CHUNK):
+            idx = order[c : min(c + _CHUNK, starts[n + 3])]
+            size = idx.shape[0]
+            for q in range(size):
+                zc[q] = z[idx[q]]
+                muc[q] = mu[idx[q]]
+            if short_sum_group(n, (zc[:size], muc[:size], lpc[:size], dlpc[:size]), k, w):
+                for q in range(size):  # rates outside the short-sum domain (rare)
+                    if not in_domain(zc[q], muc[q], k[2]):
+                        lpc[q], dlpc[q] = _one_logp_dmu(zc[q], muc[q], k, short)
+            for q in range(size):
+                out[idx[q]] = lpc[q]
+                dout[idx[q]] = dlpc[q]
 
 
 def poisson_two_sided_exp_logp_numpy(z, mu, a, logc):

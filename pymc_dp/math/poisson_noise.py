@@ -243,21 +243,18 @@ N_GROUPS = 103
 
 @numba.njit(cache=True, error_model="numpy")
 def group_by_floor(z, short):
-    """Counting sort of the counts by ``n = floor(z)``: ``(order, rank, starts)``.
+    """Counting sort of the counts by ``n = floor(z)``: ``(order, starts)``.
 
-    The counts of group ``g`` are ``order[starts[g]:starts[g + 1]]`` (increasing); ``rank`` is
-    the inverse permutation (``order[rank[i]] = i``). Group 0 holds the counts outside
-    ``-100 <= z < 101`` (all counts when ``short`` is false), group 1 those with
-    ``-100 <= z < 0`` and group ``2 + n`` those with ``floor(z) = n``. NaN goes to group 0.
+    The counts of group ``g`` are ``order[starts[g]:starts[g + 1]]`` (increasing). Group 0 holds
+    the counts outside ``-100 <= z < 101`` (all counts when ``short`` is false), group 1 those
+    with ``-100 <= z < 0`` and group ``2 + n`` those with ``floor(z) = n``. NaN goes to group 0.
 
     Examples
     --------
     >>> import numpy as np
-    >>> order, rank, starts = group_by_floor(np.array([3.0, -1.0, 3.5, 500.0, 0.0]), True)
+    >>> order, starts = group_by_floor(np.array([3.0, -1.0, 3.5, 500.0, 0.0]), True)
     >>> [order[starts[g] : starts[g + 1]].tolist() for g in (0, 1, 2, 5)]
     [[3], [1], [4], [0, 2]]
-    >>> rank.tolist()
-    [3, 1, 4, 0, 2]
     """
     size = z.shape[0]
     group = np.empty(size, np.uint8)
@@ -281,13 +278,11 @@ def group_by_floor(z, short):
         starts[g] = starts[g - 1] + hist[0, g] + hist[1, g] + hist[2, g] + hist[3, g]
     fill = starts[:N_GROUPS].copy()
     order = np.empty(size, np.int64)
-    rank = np.empty(size, np.int64)
     for i in range(size):
         g = group[i]
         order[fill[g]] = i
-        rank[i] = fill[g]
         fill[g] += 1
-    return order, rank, starts
+    return order, starts
 
 
 @numba.njit(cache=True)
