@@ -88,7 +88,11 @@ def composed_sweep(z, mu, alpha, state, rng, *, gamma_rate=None, bessel_factor=1
     return y
 
 
-@pytest.mark.parametrize(("z", "mu", "alpha"), CASES)
+# factorization-like counts: rates far below 1, weak and strong noise (eps 0.5 and 2.5)
+SPARSE_CASES = [(-1, 0.05, float(np.exp(-2.5))), (2, 0.3, float(np.exp(-0.5))), (0, 0.02, 0.6)]
+
+
+@pytest.mark.parametrize(("z", "mu", "alpha"), CASES + SPARSE_CASES)
 def test_sweep_matches_exact_conditional(z, mu, alpha):
     y = run_chains(z, mu, alpha, library_sweep, seed=abs(z) + 17)
     assert chi2_pvalue(y, exact_conditional(z, mu, alpha)) > RATE
