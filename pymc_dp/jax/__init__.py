@@ -40,10 +40,10 @@ def register_now() -> None:
     """Import jax and register the JAX functions with PyTensor (idempotent)."""
     if _state["registered"]:
         return
-    from pymc_dp.jax.dispatch import register
-
-    register()
-    _state["registered"] = True
+    # a plain import: when pymc_dp.jax.dispatch itself is what imports PyTensor's JAX
+    # dispatch (and so fires the hook), it is still initialising here, and registers at
+    # its own end
+    import pymc_dp.jax.dispatch  # noqa: F401  (registers on import)
 
 
 def is_registered() -> bool:

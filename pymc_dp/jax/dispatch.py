@@ -38,7 +38,7 @@ from pytensor.link.jax.dispatch.basic import jax_funcify
 from pymc_dp.distributions.bessel import BesselLogPMF
 from pymc_dp.distributions.marginal_poisson import PoissonTwoSidedExpLogp
 from pymc_dp.distributions.skellam import SkellamLogPMF
-from pymc_dp.jax import poisson_noise, special
+from pymc_dp.jax import _state, poisson_noise, special
 from pymc_dp.math.bessel import DLogIv, IvRatio, LogIv, LogIve
 from pymc_dp.math.count_mode import CountMode
 from pymc_dp.math.scalar_op import KernelScalarOp
@@ -193,6 +193,22 @@ def _funcify_poisson_two_sided(op, node=None, **kwargs):
 
 
 def register() -> None:
-    """Register the JAX functions with PyTensor's ``jax_funcify`` (idempotent)."""
+    """Register the JAX functions with PyTensor's ``jax_funcify`` (idempotent; done when
+    this module is imported).
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor, pytensor.tensor as pt
+    >>> from pymc_dp.math.bessel import log_iv_pt
+    >>> register()
+    >>> x = pt.dvector("x")
+    >>> f = pytensor.function([x], log_iv_pt(np.float64(0.0), x), mode="JAX")
+    >>> float(f(np.array([1e4]))[0])  # log I_0(1e4), where iv overflows
+    9994.4759...
+    """
     jax_funcify.register(KernelScalarOp, _funcify_kernel_scalar_op)
     jax_funcify.register(PoissonTwoSidedExpLogp, _funcify_poisson_two_sided)
+    _state["registered"] = True
+
+
+register()

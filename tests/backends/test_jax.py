@@ -427,6 +427,19 @@ def test_import_does_not_import_jax_and_registers_on_first_use():
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+def test_registration_when_the_dispatch_module_is_imported_first():
+    """pymc_dp.jax.dispatch imports PyTensor's JAX dispatch, which fires the hook while the
+    module is still initialising: no circular-import error, registered at the end."""
+    code = (
+        "import pymc_dp.jax.dispatch, pymc_dp.jax as j, pytensor.link.jax.dispatch as d; "
+        "from pymc_dp.math.bessel import LogIv; "
+        "assert j.is_registered() and d.jax_funcify.dispatch(LogIv).__module__ == "
+        "'pymc_dp.jax.dispatch'; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 # ----------------------------------------------------------------------------------------
 # exact posteriors under the JAX samplers
 
