@@ -49,20 +49,27 @@ class Size:
     draws: int
 
 
-SIZES = (Size(50, 40, chains=2, tune=500, draws=500), Size(500, 400, chains=1, tune=40, draws=60))
+SIZES = (Size(50, 40, chains=2, tune=300, draws=300), Size(500, 400, chains=1, tune=20, draws=30))
 QUICK = (Size(20, 16, chains=1, tune=20, draws=20),)  # smoke run of the script (--quick)
 
 
 class DrawClock:
     """``pm.sample`` callback: the wall time of the kept (non-tuning) draws of each chain."""
 
-    def __init__(self):
+    def __init__(self, label: str = ""):
+        self.label, self.start = label, time.perf_counter()
         self.last_tune: dict[int, float] = {}
         self.last_draw: dict[int, float] = {}
 
     def __call__(self, trace, draw):
         now = time.perf_counter()
         (self.last_tune if draw.tuning else self.last_draw)[draw.chain] = now
+        if draw.draw_idx % 10 == 9:  # progress, so a stopped run still says how far it got
+            print(
+                f"  {self.label} chain {draw.chain} iteration {draw.draw_idx + 1} "
+                f"at {now - self.start:.0f} s",
+                flush=True,
+            )
 
     def seconds(self) -> float:
         return sum(t - self.last_tune[c] for c, t in self.last_draw.items())
@@ -80,7 +87,7 @@ def run_one(how, size, data, seed):
     """Fit one noise-aware model; its ESS, times and diagnostics."""
     truth, noisy, mech, cells = data
     model = pf.build_model(noisy, K, how=how, mechanism=mech)
-    clock = DrawClock()
+    clock = DrawClock(f"{how} {size.rows} x {size.cols}")
     idata = pf.fit(
         model,
         draws=size.draws,

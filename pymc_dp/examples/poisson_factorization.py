@@ -160,13 +160,12 @@ def _count_matrix(name: str, values, *, nonnegative: bool) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 2 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 2-D matrix, got shape {arr.shape}")
-    if arr.dtype.kind not in "iuf" or arr.dtype.kind == "b":
+    if arr.dtype.kind not in "iuf":
         raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise ValueError(f"{name} must hold finite integers")
-        if np.any(np.abs(arr) > 2.0**53):
-            raise ValueError(f"{name} must lie within +-2**53")
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise ValueError(f"{name} must hold finite integers")
+    if np.any(arr > 2**53) or np.any(arr < -(2**53)):
+        raise ValueError(f"{name} must lie within +-2**53")
     if nonnegative and np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative (true counts), got a minimum of {arr.min()}")
     return arr.astype(np.int64)
