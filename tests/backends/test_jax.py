@@ -546,3 +546,32 @@ def test_blackjax_poisson_geometric_slow():
 @pytest.mark.slow
 def test_blackjax_poisson_laplace_slow():
     _run(_poisson_case(Laplace(scale=2.0), 102), "blackjax", "lam", 6)
+
+
+@pytest.mark.slow
+def test_numpyro_skellam_rates_slow():
+    """The Skellam Op under numpyro: the posterior mean of mu1 against a 2-d grid posterior
+    (scipy's Skellam law); control: the grid posterior of the data shifted by +1."""
+    from pymc_dp.distributions.skellam import Skellam
+
+    rng = np.random.default_rng(707)
+    k = rng.poisson(5.0, 60) - rng.poisson(2.0, 60)
+    with pm.Model() as model:
+        m1 = pm.Gamma("m1", 2.0, 0.5)
+        m2 = pm.Gamma("m2", 2.0, 0.5)
+        Skellam("k", m1, m2, observed=k)
+    g1, g2 = np.linspace(0.5, 14.0, 400), np.linspace(0.05, 10.0, 400)
+    prior = (
+        stats.gamma.logpdf(g1, 2.0, scale=2.0)[:, None]
+        + stats.gamma.logpdf(g2, 2.0, scale=2.0)[None, :]
+    )
+
+    def marginal_of_mu1(data):
+        vals, counts = np.unique(data, return_counts=True)
+        ll = sum(
+            c * stats.skellam.logpmf(v, g1[:, None], g2[None, :])
+            for v, c in zip(vals, counts, strict=True)
+        )
+        return special.logsumexp(prior + ll, axis=1)
+
+    _check(_sample(model, "numpyro", 8), "m1", g1, marginal_of_mu1(k), marginal_of_mu1(k + 1))
