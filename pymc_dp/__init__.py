@@ -11,6 +11,9 @@ and call ``pm.sample()``:
   picks the :class:`DataAugmentation` step for the records (Ju, Awan, Gong & Rao 2022);
 * with ``marginalize=False``, the Poisson true counts behind a :class:`Geometric` release get
   the :class:`CountAugmentation` Gibbs step (Schein et al. 2019);
+* the release side: :func:`release_sufficient_statistics` clamps data, releases a conjugate
+  family's sufficient statistics through a mechanism and returns the plug-in posterior and the
+  noise-aware model; :class:`OnePosteriorSample` (Foulds et al. 2016);
 * noise distributions :class:`Skellam`, :class:`DiscreteLaplace`, :class:`DiscreteNormal`,
   :class:`Bessel` are ordinary PyMC distributions.
 
@@ -32,6 +35,12 @@ from pymc_dp.mechanisms.gaussian import Gaussian
 from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.privacy import PrivacyReport, attach_privacy, privacy_report
+from pymc_dp.releases import (
+    OnePosteriorSample,
+    SufficientStatisticsRelease,
+    release_sufficient_statistics,
+    sufficient_statistic_sensitivity,
+)
 from pymc_dp.step_methods import (
     CONJUGATE_STEPS,
     ConjugateGibbs,
@@ -55,11 +64,13 @@ __all__ = [
     "Geometric",
     "Laplace",
     "Mechanism",
+    "OnePosteriorSample",
     "PrivacyGuarantee",
     "PrivacyReport",
     "Privatized",
     "Release",
     "Skellam",
+    "SufficientStatisticsRelease",
     "__version__",
     "attach_privacy",
     "compose",
@@ -67,7 +78,13 @@ __all__ = [
     "register_marginal",
     "register_step_methods",
     "registered_marginals",
+    "release_sufficient_statistics",
+    "sufficient_statistic_sensitivity",
     "zcdp_to_approx_dp",
 ]
 
 register_step_methods()
+
+# JAX implementations of pymc_dp's Ops, registered when PyTensor's JAX backend is first imported
+# (pm.sample(nuts_sampler="numpyro" / "blackjax"), mode="JAX"); this import does not import jax
+from pymc_dp import jax as _jax_backend  # noqa: E402, F401

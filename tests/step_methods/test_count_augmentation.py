@@ -98,7 +98,8 @@ def _grid_posteriors(mech, z):
 
 
 def test_gamma_poisson_rate_posterior_matches_grid():
-    """pm.sample picks CountAugmentation for the counts (NUTS for the rate) by itself."""
+    """pm.sample picks CountAugmentation (method="direct", the default) for the counts and NUTS
+    for the rate by itself."""
     mech, z = _gamma_poisson_data()
     with pm.Model() as model:
         lam = pm.Gamma("lam", F(2.0), F(0.5))
@@ -115,13 +116,14 @@ def test_gamma_poisson_rate_posterior_matches_grid():
     assert not mcse_check(draws, naive).passed, ("noise-ignoring control passed", naive)
 
 
-def test_gamma_poisson_rate_posterior_matches_grid_direct():
-    """method="direct" given explicitly; NUTS for the rate (assigned by pm.sample)."""
+def test_gamma_poisson_rate_posterior_matches_grid_augmentation():
+    """method="augmentation" (Schein's chain) given explicitly; NUTS for the rate (assigned by
+    pm.sample)."""
     mech, z = _gamma_poisson_data()
     with pm.Model() as model:
         lam = pm.Gamma("lam", F(2.0), F(0.5))
         Privatized("z", pm.Poisson.dist(lam), mech, marginalize=False, observed=z)
-        step = CountAugmentation([model["z_true"]], method="direct")
+        step = CountAugmentation([model["z_true"]], method="augmentation")
         idata = pm.sample(
             draws=4000,
             tune=1000,
