@@ -15,9 +15,11 @@ What differs from the paper (stated in the report this script writes):
   an almost empty matrix (``ERRATA.md``);
 * the model is the API's ``theta @ phi`` factorization (``D x K`` times ``K x V``), not the
   mixed-membership block model ``theta Pi theta^T`` of their network study;
-* samplers are PyMC's: NUTS for the factors, with the Skellam-Bessel ``CountAugmentation``
-  Gibbs step for the true counts ("augmented") or the exact Poisson-geometric marginal
-  ("marginal"), instead of their all-Gibbs sampler (8,500 sweeps, every 25th after 1,000).
+* samplers are PyMC's: NUTS for the factors, with the ``CountAugmentation`` Gibbs step for
+  the true counts ("augmented"; whichever method ``pm.sample`` gives it: Schein's
+  Skellam-Bessel augmentation in the recorded run, the direct exact draw by default since
+  commit 7379765) or the exact Poisson-geometric marginal ("marginal"), instead of their
+  all-Gibbs sampler (8,500 sweeps, every 25th after 1,000).
 
 Each repeat draws a fresh truth; each (repeat, epsilon) a fresh release of that truth; every
 stream comes from ``numpy.random.SeedSequence([seed, repeat, *key.encode()])`` (``key`` naming
@@ -64,7 +66,13 @@ AWARE = ("augmented", "marginal")
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Sizes, sampler settings and seed of one study (defaults: the recorded run)."""
+    """Sizes, sampler settings and seed of one study (defaults: the recorded run).
+
+    Examples
+    --------
+    >>> Config().epsilons, Config().methods
+    ((2.5, 1.0, 0.75), ('naive', 'augmented', 'marginal'))
+    """
 
     n_rows: int = 20
     n_cols: int = 20
@@ -138,6 +146,14 @@ def run_repeat(config: Config, repeat: int, log=print) -> dict:
     Returns a dict: ``"truth"`` (from ``simulate``), ``"nonprivate"`` (a :func:`fit_rates`
     result with ``"mae"``), and ``"eps"``: for each epsilon ``{"noisy", "alpha", "N", how:
     result}``.
+
+    Examples
+    --------
+    >>> cfg = Config(n_rows=4, n_cols=4, n_components=1, epsilons=(1.0,), repeats=2,
+    ...              draws=20, tune=20, chains=1, control_epsilons=())
+    >>> res = run_repeat(cfg, 0, log=lambda line: None)
+    >>> sorted(res), sorted(res["eps"][1.0])
+    (['eps', 'nonprivate', 'truth'], ['N', 'alpha', 'augmented', 'marginal', 'naive', 'noisy'])
     """
     truth = pf.simulate(
         config.n_rows,
@@ -176,7 +192,15 @@ def _repeat_line(config: Config, repeat: int, out: dict) -> str:
 
 
 def run_study(config: Config, log=print) -> list[dict]:
-    """All repeats of :func:`run_repeat`, in order."""
+    """All repeats of :func:`run_repeat`, in order.
+
+    Examples
+    --------
+    >>> cfg = Config(n_rows=4, n_cols=4, n_components=1, epsilons=(1.0,), repeats=2,
+    ...              draws=20, tune=20, chains=1, control_epsilons=())
+    >>> len(run_study(cfg, log=lambda line: None))
+    2
+    """
     return [run_repeat(config, r, log=log) for r in range(config.repeats)]
 
 
@@ -306,7 +330,16 @@ def _setting(config: Config) -> list[str]:
 
 
 def report(results: list[dict], config: Config, seconds: float) -> str:
-    """The markdown report of a study (setting, tables, verdict)."""
+    """The markdown report of a study (setting, tables, verdict); ``seconds``: its wall time.
+
+    Examples
+    --------
+    >>> cfg = Config(n_rows=4, n_cols=4, n_components=1, epsilons=(1.0,), repeats=2,
+    ...              draws=20, tune=20, chains=1, control_epsilons=())
+    >>> text = report(run_study(cfg, log=lambda line: None), cfg, 60.0)
+    >>> text.splitlines()[0]
+    '# Schein et al. (2019) synthetic experiment, reproduced'
+    """
     lines = [
         "# Schein et al. (2019) synthetic experiment, reproduced",
         "",
@@ -350,7 +383,18 @@ def plot_blocks(result: dict, config: Config, path: Path) -> None:
     """Their Fig. 1 for one repeat: rows = epsilon; columns = noisy data, naive, noise-aware
     (augmented, and marginal if run), non-private and the true rates, estimates titled with
     their MAE. Rates share one square-root colour scale (so sparse off-block rates show); the
-    noisy counts' diverging scale is clipped at the 99th percentile of their magnitude."""
+    noisy counts' diverging scale is clipped at the 99th percentile of their magnitude.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> cfg = Config(n_rows=4, n_cols=4, n_components=1, epsilons=(1.0,), repeats=2,
+    ...              draws=20, tune=20, chains=1, control_epsilons=())
+    >>> path = Path(tempfile.mkdtemp()) / "blocks.png"
+    >>> plot_blocks(run_repeat(cfg, 0, log=lambda line: None), cfg, path)
+    >>> path.stat().st_size > 0
+    True
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -428,7 +472,20 @@ def _parse(argv) -> tuple[Config, argparse.Namespace]:
 
 
 def main(argv=None) -> list[dict]:
-    """Run the study, print the tables, write the report and the figure (of repeat 0)."""
+    """Run the study, print the tables, write the report and the figure (of repeat 0).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> argv = ["--size", "4", "4", "--components", "1", "--repeats", "2", "--draws", "20",
+    ...         "--tune", "20", "--epsilons", "1.0", "--control-epsilons",
+    ...         "--report", str(out / "r.md"), "--figure", str(out / "f.png")]
+    >>> _ = main(argv)  # doctest: +ELLIPSIS
+    repeat 0: ...
+    >>> sorted(f.name for f in out.iterdir())
+    ['f.png', 'r.md']
+    """
     config, args = _parse(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
     t0 = time.perf_counter()
