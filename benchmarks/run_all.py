@@ -18,6 +18,9 @@ SCRIPTS = [
     ["bench_da_sweep.py"],
     ["bench_soma.py", "--quick"],
     ["bench_first_draw.py"],
+    ["bench_count_augmentation.py"],
+    ["bench_count_posterior.py"],
+    ["bench_factorization.py"],
 ]
 
 

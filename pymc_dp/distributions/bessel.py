@@ -13,7 +13,8 @@ r"""Bessel distribution :math:`\mathrm{Bes}(\nu, a)` (Yuan & Kalbfleisch 2000).
 
 and the gradient in ``nu`` is not implemented (undefined, as for ``pytensor.tensor.iv``), so
 ``nu`` must be data or sampled by a gradient-free step. Random draws use the exact numba
-rejection sampler of :mod:`pymc_dp.kernels.bessel_sampling`.
+sampler of :mod:`pymc_dp.kernels.bessel_sampling` (inversion from 0 for modes up to 40,
+mode-centred rejection beyond).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ _DRAW_CACHE_VERSION = 2
 
 
 class BesselRV(RandomVariable):
-    """Bessel random variable (exact rejection sampler, native numba)."""
+    """Bessel random variable (exact sampler, native numba: inversion or rejection)."""
 
     name = "bessel"
     signature = "(),()->()"
