@@ -28,8 +28,13 @@ control passes the check only if all R = 3 of its ratios fall below 0.98 (1.7 sd
 mean with the sd inflated by the one 1.051; none of 14 came within 0.015 of it): probability
 about 8e-5 by the fitted normal, 2e-4 by the predictive t, and far smaller without the outlier.
 
-One run of this test (2026-11-25, load 6-8 on the shared 2-core machine) took 8 min; its
-ratios were 0.720, 0.775, 0.852 (noise-aware) and 0.994, 0.999, 1.000 (control).
+The 14 calibration repeats ran CountAugmentation's Skellam-Bessel augmentation (its default
+then); since commit 7379765 ``pm.sample`` gives it ``method='direct'`` (an exact draw from the
+same conditional), so the posterior, and with it the ratios' distribution, is unchanged up to
+MCMC error. Runs of this test (2026-11-25): with the augmentation (commit f1cec08, load 6-8),
+8 min, ratios 0.720, 0.775, 0.852 (noise-aware) and 0.994, 0.999, 1.000 (control); with the
+direct draw (commit b9f9f71, load 2-4), 3 min, ratios 0.697, 0.796, 0.790 and 0.999, 0.997,
+0.994.
 """
 
 from __future__ import annotations
