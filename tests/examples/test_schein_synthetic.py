@@ -8,25 +8,23 @@ Setting: exactly one cell of ``benchmarks/study_schein_synthetic.py`` (see
 500 draws, 2 chains. The matrix and sampler settings are the study's own so that the study's
 per-repeat figures give this test's false-alarm rate; only the number of repeats is smaller.
 
-Assertion: in every one of ``R`` repeats (fresh truth and release each), the noise-aware MAE of
-the posterior-mean rates against the true counts is below ``(1 - MARGIN)`` times the naive MAE.
+Assertion: over ``R`` repeats (fresh truth and release each), the mean of the ratios
+noise-aware MAE / naive MAE (posterior-mean rates against the true counts) is below
+``THRESHOLD = 0.93``.
 
 False-alarm rate (a correct noise-aware fit failing). Over the study's 6 repeats and a second
-run of 8 (seed 20260926, same setting, eps 0.75 only), 14 in all, the ratio noise-aware MAE /
-naive MAE was 0.824 +- 0.036 (sd; max 0.880; Shapiro-Wilk p = 0.23). The threshold
-``1 - MARGIN = 0.98`` is 4.3 sd above the mean: a normal fitted to the 14 ratios gives 7.6e-6
-per repeat, 2.3e-5 for R = 3; the predictive t law (13 degrees of freedom, which also counts the
-uncertainty of the mean and sd estimated from 14 repeats) gives 5.4e-4 per repeat, 1.6e-3 for
-R = 3. So the rate is about 2e-5, at most about 2e-3, not 1e-6: 14 repeats cannot pin a tail
-that far down, and a larger matrix or more repeats per test cost minutes per repeat.
+run of 8 (seed 20260926, same setting, eps 0.75 only), 14 in all, the ratio was 0.824 +- 0.036
+(sd; max 0.880; Shapiro-Wilk p = 0.23). The mean of R = 3 ratios has sd 0.036 / sqrt(3) =
+0.021, so 0.93 is 5.1 sd above 0.824: 1.7e-7 by the fitted normal. The predictive t law
+(13 degrees of freedom, sd 0.036 sqrt(1/3 + 1/14) = 0.023, 4.6 sd), which also counts the
+uncertainty of a mean and sd estimated from 14 repeats, gives about 2e-4: 14 repeats cannot pin
+the tail further down.
 
 Negative control, asserted to fail the same check: the augmented model given the wrong
 mechanism, ``Geometric(alpha ** 10)`` (ten times the epsilon that was applied, far less noise
 than there is). It treats the noisy counts as nearly exact, so it does no better than naive:
-over the same 14 repeats its MAE ratio to naive was 1.004 +- 0.014 (min 0.995, max 1.051). The
-control passes the check only if all R = 3 of its ratios fall below 0.98 (1.7 sd below its
-mean with the sd inflated by the one 1.051; none of 14 came within 0.015 of it): probability
-about 8e-5 by the fitted normal, 2e-4 by the predictive t, and far smaller without the outlier.
+over the same 14 repeats its ratio was 1.004 +- 0.014 (min 0.995, max 1.051); the mean of 3
+lies below 0.93 with probability below 1e-15 (9 sd).
 
 The 14 calibration repeats ran CountAugmentation's Skellam-Bessel augmentation (its default
 then); since commit 7379765 ``pm.sample`` gives it ``method='direct'`` (an exact draw from the
@@ -50,7 +48,7 @@ pytestmark = pytest.mark.slow
 EPSILON = 0.75
 ROWS, COLS, K = 20, 20, 4
 R = 3  # repeats
-MARGIN = 0.02  # noise-aware must cut the naive MAE by at least 2% in every repeat
+THRESHOLD = 0.93  # the mean over repeats of noise-aware MAE / naive MAE must be below this
 CONTROL_FACTOR = 10  # the control is told alpha ** 10: epsilon x 10
 SAMPLER = {"draws": 500, "tune": 500, "chains": 2, "compute_convergence_checks": False}
 
@@ -74,12 +72,12 @@ def _repeat(rng) -> tuple[float, float, float]:
 
 
 def _beats_naive(mae_fit: np.ndarray, mae_naive: np.ndarray) -> bool:
-    """The check: below (1 - MARGIN) x naive in every repeat."""
-    return bool(np.all(mae_fit < (1.0 - MARGIN) * mae_naive))
+    """The check: the mean over repeats of MAE / naive MAE below THRESHOLD."""
+    return bool(np.mean(mae_fit / mae_naive) < THRESHOLD)
 
 
-def test_noise_aware_beats_naive_at_every_repeat(rng):
-    """Noise-aware MAE < 0.98 x naive MAE in each of R repeats; the control fails that."""
+def test_noise_aware_beats_naive(rng):
+    """Mean of R noise-aware / naive MAE ratios < 0.93; the control fails that."""
     maes = np.array([_repeat(rng) for _ in range(R)])
     naive, aware, control = maes.T
     table = f"MAE (naive, aware, control) per repeat: {np.round(maes, 4).tolist()}"
