@@ -86,6 +86,8 @@ def _positive_int(name: str, value) -> int:
 
 
 def _positive_float(name: str, value) -> np.float64:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     try:
         x = float(value)
     except (TypeError, ValueError):
