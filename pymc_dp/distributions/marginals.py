@@ -70,6 +70,15 @@ computed partial sum ``S``: ``log B - log S <= log(1e-12)``, so the relative err
 silently wrong number (``tests/distributions/test_marginals.py`` forces failures with a
 narrow window).
 
+Under JAX (``pm.sample(nuts_sampler="numpyro" | "blackjax")``), which needs static shapes,
+the window is marked (:class:`StaticWindow`) and a JAX-only rewrite
+(:mod:`pymc_dp.jax.static_window`) replaces it by a window of static length ``2W + 1`` from
+``max(mode - W, 0)``, which certifies the sum at every parameter value when ``h`` is
+strongly concave (a log-concave base with discrete-Gaussian noise; the proof is in that
+module); the other pairs (NegativeBinomial with geometric or Laplace noise, or with ``n``
+not a constant ``>= 1``) are refused under JAX with a message naming the pair. The other
+backends drop the marker: their graphs are unchanged.
+
 Parameter checks
 ----------------
 Every built-in marginal applies the base distribution's own parameter conditions (those of
@@ -91,9 +100,13 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Distribution
-from pytensor.gradient import zero_grad
-from pytensor.graph.basic import Constant
+from pytensor.compile import optdb
+from pytensor.gradient import disconnected_type, zero_grad
+from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
+from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
+from pytensor.graph.traversal import graph_inputs
+from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
 from pymc_dp.distributions import marginal_normal, marginal_poisson
 from pymc_dp.math import count_mode
@@ -107,6 +120,7 @@ __all__ = [
     "MAX_GRID_CELLS",
     "TAIL_NATS",
     "TAIL_TOL",
+    "StaticWindow",
     "finite_support_marginal",
     "get_marginal",
     "register_marginal",
@@ -828,7 +842,23 @@ def truncated_sum_window(value, base_rv, mechanism):
     ``length`` is at most ``MAX_GRID_CELLS // records`` (and at least 1), so the grid has at
     most ``max(MAX_GRID_CELLS, records)`` cells whatever the parameters. Any window is valid:
     the tail bound of :func:`truncated_sum_marginal` decides what it certifies.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+    >>> z = np.array([0.0, 3.0, 12.0])
+    >>> start, length = truncated_sum_window(z, pm.Poisson.dist(np.float64(4.0)),
+    ...                                      DiscreteGaussian(sigma=2.0))
+    >>> start.eval().tolist(), int(length.eval())
+    ([0.0, 0.0, 0.0], 38)
     """
+    start, length, _ = _window_and_mode(value, base_rv, mechanism)
+    return start, length
+
+
+def _window_and_mode(value, base_rv, mechanism):
+    """``(start, length, mode)``: :func:`truncated_sum_window` and the mode of ``h``."""
     value = pt.as_tensor_variable(value).astype("float64")
     w = _window_halfwidth(mechanism)
     near = np.float64(_window_halfwidth(mechanism, _NEAR_NATS))
@@ -859,7 +889,7 @@ def truncated_sum_window(value, base_rv, mechanism):
     end = pt.switch(use_b, end_b, end_a)
     length = pt.max(end - start).astype("int64") + 1
     length = pt.minimum(pt.maximum(length, 1), cap)
-    return start, length
+    return start, length, mode
 
 
 @functools.singledispatch
@@ -909,15 +939,172 @@ def _concave_tail(h_out, h_in, concave):
     )
 
 
+# Static windows (for backends that need static shapes: JAX)
+
+
+class StaticWindow(Op):
+    """``(start, length)`` of a truncated sum, passed through unchanged and marked for JAX.
+
+    The window's length depends on the parameters, and JAX (PyMC's ``nuts_sampler="numpyro"``
+    / ``"blackjax"``) needs static shapes. This identity Op marks the window so that a rewrite
+    registered for JAX alone (:mod:`pymc_dp.jax.static_window`) replaces it, in JAX graphs
+    only, by the static window ``[max(mode - halfwidth, 0), max(mode - halfwidth, 0) + 2
+    halfwidth]`` (``mode`` the third input), or by a refusal naming ``pair`` where
+    ``refusal`` (the reason) is set. Every other backend drops the marker before any other
+    rewrite (``pymc_dp_drop_static_window``, tags ``fast_run`` and ``fast_compile``), so its
+    graph is the one without it; left in place (a graph compiled without rewrites) it is the
+    identity in Python and numba.
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor, pytensor.tensor as pt
+    >>> start, mode, length = pt.dvector("start"), pt.dvector("mode"), pt.lscalar("length")
+    >>> s, n = StaticWindow(25, "Poisson with discrete_gaussian noise")(start, length, mode)
+    >>> f = pytensor.function([start, length, mode], [s + 1.0, n * 2])
+    >>> [np.asarray(v).tolist() for v in f(np.array([3.0]), 40, np.array([9.0]))]
+    [[4.0], 80]
+    """
+
+    __props__ = ("halfwidth", "pair", "refusal")
+    view_map = {0: [0], 1: [1]}  # noqa: RUF012 (PyTensor's Op attribute)
+    #: how the rewrites recognise the marker (not by class: pytest's doctest collection
+    #: executes this module a second time, which makes a second class)
+    is_static_window_marker = True
+
+    def __init__(self, halfwidth: int, pair: str, refusal: str | None = None):
+        self.halfwidth = int(halfwidth)
+        self.pair = pair
+        self.refusal = refusal
+
+    def make_node(self, start, length, mode):
+        start, length, mode = (pt.as_tensor_variable(v) for v in (start, length, mode))
+        return Apply(self, [start, length, mode], [start.type(), length.type()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0]
+        output_storage[1][0] = inputs[1]
+
+    def infer_shape(self, node, shapes):
+        return [shapes[0], shapes[1]]
+
+    def connection_pattern(self, node):
+        return [[True, False], [False, False], [False, False]]
+
+    def pullback(self, inputs, outputs, output_grads):
+        return [output_grads[0], disconnected_type(), disconnected_type()]
+
+
+@register_funcify_default_op_cache_key(StaticWindow)
+def _numba_static_window(op, node, **kwargs):
+    @numba_njit
+    def static_window(start, length, mode):
+        return start, length
+
+    return static_window
+
+
+@node_rewriter(None)
+def _drop_static_window(fgraph, node):
+    """Every backend but JAX: the window as computed (the marker removed)."""
+    if getattr(node.op, "is_static_window_marker", False):
+        return list(node.inputs[:2])
+    return None
+
+
+if "pymc_dp_drop_static_window" not in optdb:
+    # before the first canonicalisation, after the JAX-only replacement (position 0.1)
+    optdb.register(
+        "pymc_dp_drop_static_window",
+        dfs_rewriter(_drop_static_window),
+        "fast_run",
+        "fast_compile",
+        position=0.2,
+    )
+
+
+@functools.singledispatch
+def _strongly_log_concave_noise(mechanism) -> bool:
+    """Whether ``log eta(t)`` has curvature at least ``1 / sigma^2`` with ``W`` (the half-width
+    at ``TAIL_NATS``) at least ``sigma sqrt(2 TAIL_NATS)`` (Gaussian families)."""
+    return False
+
+
+@_strongly_log_concave_noise.register(Gaussian)
+@_strongly_log_concave_noise.register(DiscreteGaussian)
+def _(mechanism) -> bool:
+    return True
+
+
+def _static_bool(cond):
+    """A Python bool for ``cond`` if it is one or a graph of constants only, else None."""
+    if isinstance(cond, bool | np.bool_):
+        return bool(cond)
+    if all(isinstance(v, Constant) for v in graph_inputs([cond])):
+        return bool(np.all(cond.eval(mode="FAST_COMPILE")))
+    return None
+
+
+_USE_NUMBA = (
+    "Sample this model with pm.sample's default sampler or nuts_sampler='nutpie' (both "
+    "compile it with numba), not nuts_sampler='numpyro' / 'blackjax'."
+)
+
+
+def _static_window_refusal(base_rv, mechanism, pair: str) -> str | None:
+    """None where the static window certifies the sum at every parameter value, else why not.
+
+    It does where ``h(y) = log p(y) + log eta(z - y)`` is strongly concave: a log-concave
+    base ``p`` (decided when the graph is built: Poisson; NegativeBinomial with ``n`` a
+    constant ``>= 1``) and Gaussian-family noise (curvature ``1 / sigma^2``); see
+    :func:`truncated_sum_marginal`.
+    """
+    why = None
+    if not _strongly_log_concave_noise(mechanism):
+        why = (
+            "with noise of exponential tails, the window that certifies the sum follows the "
+            "base's spread, so its length depends on the parameters"
+        )
+    else:
+        params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
+        if not _static_bool(_log_concave_base(base_rv.owner.op, params)):
+            why = (
+                "a window of fixed length certifies the sum only for a log-concave base "
+                "(Poisson; NegativeBinomial with n = alpha a constant >= 1), which this "
+                "base is not known to be when the graph is built"
+            )
+    if why is None:
+        return None
+    return (
+        f"Privatized({pair}) cannot be compiled with JAX: its exact marginal is a truncated "
+        f"sum and JAX needs static shapes; {why}. {_USE_NUMBA}"
+    )
+
+
+_COUNT_BASES = (pm.Poisson, pm.NegativeBinomial)
+
+
+def _mark_window(start, length, mode, base_rv, mechanism):
+    """``(start, length)`` behind a :class:`StaticWindow` marker (see there)."""
+    op = base_rv.owner.op
+    name = next((d.__name__ for d in _COUNT_BASES if isinstance(op, d.rv_type)), None)
+    pair = f"{name or _op_name(type(op))} with {mechanism.family} noise"
+    refusal = _static_window_refusal(base_rv, mechanism, pair)
+    w = _window_halfwidth(mechanism) if refusal is None else 0
+    start, length = StaticWindow(w, pair, refusal)(start, length, mode)
+    return start, length
+
+
 def truncated_sum_marginal(value, base_rv, mechanism):
     """Poisson / NegativeBinomial base, symmetric unimodal noise: windowed sum, asserted tail.
 
     The windows are those of :func:`truncated_sum_window`; see the module docstring for the
-    bound. Returns ``-inf`` where the bound cannot be certified at ``TAIL_TOL``.
+    bound. Returns ``-inf`` where the bound cannot be certified at ``TAIL_TOL``. Under JAX
+    the window is the static one of :mod:`pymc_dp.jax.static_window` (discrete-Gaussian
+    noise on a log-concave base), or the graph is refused (:class:`StaticWindow`).
     """
     value = pt.as_tensor_variable(value).astype("float64")
     _, _, log_below, log_above = _count_tails(base_rv)
-    start, length = truncated_sum_window(value, base_rv, mechanism)
+    start, length = _mark_window(*_window_and_mode(value, base_rv, mechanism), base_rv, mechanism)
     steps = pt.arange(length).astype("float64")
     y = pt.shape_padleft(start) + _grid_axis(steps, start.ndim)
     end = start + (length - 1).astype("float64")

@@ -83,8 +83,12 @@ def install() -> None:
     """Register the JAX functions now if PyTensor's JAX dispatch is imported, else on import.
 
     Idempotent. Called by ``import pymc_dp``; it imports neither jax nor PyTensor's JAX
-    dispatch.
+    dispatch. It registers at once the JAX-only graph rewrite of the truncated sums'
+    windows (:mod:`pymc_dp.jax.static_window`, no jax import), which must be in place
+    before a graph is rewritten for JAX, i.e. before the JAX dispatch is imported.
     """
+    import pymc_dp.jax.static_window  # noqa: F401  (registers the rewrite on import)
+
     if _state["registered"]:
         return
     if _TARGET in sys.modules:

@@ -39,6 +39,7 @@ from pymc_dp.distributions.bessel import BesselLogPMF
 from pymc_dp.distributions.marginal_poisson import PoissonTwoSidedExpLogp
 from pymc_dp.distributions.skellam import SkellamLogPMF
 from pymc_dp.jax import _state, poisson_noise, special
+from pymc_dp.jax.static_window import GridGuard, JaxRefusal
 from pymc_dp.math.bessel import DLogIv, IvRatio, LogIv, LogIve
 from pymc_dp.math.count_mode import CountMode
 from pymc_dp.math.scalar_op import KernelScalarOp
@@ -192,6 +193,22 @@ def _funcify_poisson_two_sided(op, node=None, **kwargs):
     return _poisson_two_sided(op.a, op.logc)
 
 
+def _funcify_grid_guard(op, node=None, **kwargs):
+    shape = None if node is None else node.inputs[0].type.shape
+    if shape is not None and None not in shape:
+        op.check(shape)  # known now: refuse at conversion
+
+    def grid_guard(start):
+        op.check(start.shape)  # static when JAX traces
+        return start
+
+    return grid_guard
+
+
+def _funcify_jax_refusal(op, node=None, **kwargs):
+    raise NotImplementedError(op.message)
+
+
 def register() -> None:
     """Register the JAX functions with PyTensor's ``jax_funcify`` (idempotent; done when
     this module is imported).
@@ -208,6 +225,8 @@ def register() -> None:
     """
     jax_funcify.register(KernelScalarOp, _funcify_kernel_scalar_op)
     jax_funcify.register(PoissonTwoSidedExpLogp, _funcify_poisson_two_sided)
+    jax_funcify.register(GridGuard, _funcify_grid_guard)
+    jax_funcify.register(JaxRefusal, _funcify_jax_refusal)
     _state["registered"] = True
 
 

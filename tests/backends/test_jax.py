@@ -263,12 +263,6 @@ def _pair_cases():
     g, lap = Geometric(epsilon=0.5), Laplace(scale=2.0)
     dg = DiscreteGaussian(sigma=2.0)
     two = np.float64(2.0)
-    truncated = pytest.mark.xfail(
-        raises=NotImplementedError,
-        strict=True,
-        reason="truncated sums: the window length depends on the parameters (jnp.arange of a "
-        "traced length cannot be jitted); needs a static-length window in marginals.py",
-    )
     return [
         pytest.param(
             lambda t: pm.Poisson.dist(t),
@@ -317,14 +311,18 @@ def _pair_cases():
             marks=pytest.mark.slow,
         ),
         pytest.param(
-            lambda t: pm.Poisson.dist(t), dg, "poisson", id="poisson-dgauss", marks=truncated
+            lambda t: pm.Poisson.dist(t),
+            dg,
+            "poisson",
+            id="poisson-dgauss",
+            marks=pytest.mark.slow,
         ),
         pytest.param(
             lambda t: pm.NegativeBinomial.dist(mu=t, alpha=two),
-            g,
+            dg,
             "poisson",
-            id="negbin-geometric",
-            marks=truncated,
+            id="negbin-dgauss",
+            marks=pytest.mark.slow,
         ),
     ]
 
@@ -355,6 +353,273 @@ def test_registered_marginals_jax_logp_and_gradient(base, mech, data, rng):
         got = fn(np.float64(v))
         point = {"t_log__": np.array(v)}
         _assert_close([got[0], got[1]], [logp(point), dlogp(point)[0]], tol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------
+# truncated sums under JAX: the static window (pymc_dp.jax.static_window) or a refusal
+
+
+def _jax_and_numba_values(inputs, out, values):
+    """``(jitted JAX values, numba values)`` of the elementwise ``out``."""
+    fn = get_jaxified_graph(inputs=inputs, outputs=[out])
+    got = jax.jit(lambda *v: fn(*v)[0])(*values)
+    return np.asarray(got), pytensor.function(inputs, out)(*values)
+
+
+def _static_window_graph(base, mechs, z):
+    """One graph: the elementwise marginal of records ``z`` under each mechanism in turn, with
+    its own rate per record and mechanism (input ``mu`` of size ``len(mechs) * z.size``)."""
+    m = pt.dvector("mu")
+    n = z.size
+    outs = [
+        marginals.truncated_sum_marginal(pt.as_tensor(z), base(m[i * n : (i + 1) * n]), mech)
+        for i, mech in enumerate(mechs)
+    ]
+    return m, pt.concatenate(outs)
+
+
+def _assert_gradient_close(got, ref, lp):
+    """Each term ``log p(y) + log eta(z - y)`` carries a rounding of a few ulps of its
+    magnitude, about ``|log p(z)|`` near the mode (5e5 at z = 1e6, sigma = 1e3); the
+    gradient, a weighted mean over the terms, inherits it in either backend (against 40-digit
+    mpmath there: JAX 8.6e-11, numba 6.1e-12 relative). Tolerance: 1e-12 plus 16 ulps of
+    ``|log p(z)|``, relative to ``2 + |d|``; 1e-12 wherever ``|log p(z)| < 28``."""
+    _, bad = _max_err(got, ref)
+    assert bad == 0
+    err = np.abs(np.asarray(got) - ref) / (2.0 + np.abs(ref))
+    bound = 1e-12 + 16.0 * np.finfo(np.float64).eps * np.maximum(np.abs(lp), 1.0)
+    assert np.all(err <= bound), np.max(err / bound)
+
+
+def _static_window_grid(base, mechs, z, mu):
+    """JAX against numba, value and gradient, elementwise over records ``(z, mu)`` repeated
+    for each mechanism; every JAX value certified (finite)."""
+    m, out = _static_window_graph(base, mechs, z)
+    mu = np.asarray(mu, dtype=np.float64)
+    got, ref = _jax_and_numba_values([m], out, [mu])
+    assert np.all(np.isfinite(got)), np.flatnonzero(~np.isfinite(got))
+    _assert_close(got, ref, tol=1e-12)
+    (dgot,), (dref,) = _jax_and_numba_grads([m], out, [mu])
+    _assert_gradient_close(np.asarray(dgot), dref, ref)
+
+
+def _records(z, mu):
+    z, mu = np.meshgrid(np.asarray(z, dtype=np.float64), np.asarray(mu, dtype=np.float64))
+    return z.ravel(), mu.ravel()
+
+
+_FAR_Z = [-50.0, 0.0, 3.0, 12.0, 100.0, 1e4, 1e6]  # far below, at and far above the mean
+_RATES = [1e-3, 0.5, 4.0, 60.0, 3e3, 1e5]
+
+
+@pytest.mark.parametrize(
+    "sigmas",
+    [(2.0, 1e3), pytest.param((0.3, 40.0), marks=pytest.mark.slow)],
+    ids=["2-1000", "0.3-40"],
+)
+def test_static_window_poisson_dgauss_equals_numba(sigmas):
+    """Certified (finite) at every record, equal to numba (1e-12; gradient: plus the terms'
+    rounding), value and gradient: sigma 0.3 to 1e3, rates 1e-3 to 1e5, observations from far
+    below to far above the rate."""
+    z, mu = _records(_FAR_Z, _RATES)
+    mechs = [DiscreteGaussian(sigma=s) for s in sigmas]
+    _static_window_grid(lambda m: pm.Poisson.dist(m), mechs, z, np.tile(mu, len(mechs)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [1.0, 4.5])
+def test_static_window_negbin_dgauss_equals_numba(n):
+    """NegativeBinomial with a constant n >= 1 (log-concave): the same comparison."""
+    z, mu = _records(_FAR_Z[:6], _RATES[:5])
+    mechs = [DiscreteGaussian(sigma=s) for s in (0.5, 3.0, 30.0)]
+    base = lambda m: pm.NegativeBinomial.dist(mu=m, alpha=np.float64(n))  # noqa: E731
+    _static_window_grid(base, mechs, z, np.tile(mu, len(mechs)))
+
+
+def test_static_window_too_short_is_not_certified(monkeypatch):
+    """Negative control of the comparisons above: a static window of +-3 points instead of
+    +-W (W = 25 at sigma = 2) is caught by the run-time bound check (-inf, not a wrong
+    number) at every record whose mass is not within it."""
+    short = lambda start, length, mode, base_rv, mech: marginals.StaticWindow(  # noqa: E731
+        3, "short", None
+    )(start, length, mode)
+    monkeypatch.setattr(marginals, "_mark_window", short)
+    z, mu = _records([0.0, 12.0, 100.0], [0.5, 4.0, 60.0])
+    m, out = _static_window_graph(lambda m: pm.Poisson.dist(m), [DiscreteGaussian(sigma=2.0)], z)
+    got, ref = _jax_and_numba_values([m], out, [mu])
+    assert np.all(np.isfinite(ref))
+    assert np.sum(~np.isfinite(got)) >= 6, got
+
+
+def test_static_window_over_the_posterior_of_the_test_model():
+    """The exact-posterior model below: model logp and gradient under JAX equal numba's at
+    rates spanning its grid posterior from quantile 1e-9 to 1 - 1e-9 and beyond."""
+    from pymc.sampling.jax import get_jaxified_logp
+
+    model, grid, logpost, _ = _poisson_case(DiscreteGaussian(sigma=2.0), 103)
+    cdf = np.cumsum(np.exp(logpost - special.logsumexp(logpost)))
+    lo, hi = np.interp([1e-9, 1.0 - 1e-9], cdf, grid)
+    rates = np.concatenate([np.linspace(lo, hi, 13), [1e-3, 0.2, 40.0, 500.0]])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Skipping Check", UserWarning)
+        neg = get_jaxified_logp(model, negative_logp=False)
+    fn = jax.jit(jax.value_and_grad(lambda v: -neg([v])))
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    for v in np.log(rates):
+        got = fn(np.float64(v))
+        point = {"lam_log__": np.array(v)}
+        _assert_close([got[0], got[1]], [logp(point), dlogp(point)[0]], tol=1e-12)
+
+
+def _negbin_model(mech, random_alpha=False):
+    z = np.array([0, 2, 5, 9, 30], dtype=np.int64)
+    with pm.Model() as model:
+        t = pm.Gamma("t", 2.0, 0.5)
+        if random_alpha:
+            base = pm.NegativeBinomial.dist(mu=np.float64(4.0), alpha=t)
+        else:
+            base = pm.NegativeBinomial.dist(mu=t, alpha=np.float64(2.0))
+        Privatized("z", base, mech, observed=z)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("mech", "random_alpha", "pair", "why"),
+    [
+        (Geometric(epsilon=0.5), False, "NegativeBinomial with geometric noise", "exponential"),
+        pytest.param(
+            Laplace(scale=2.0),
+            False,
+            "NegativeBinomial with laplace noise",
+            "exponential",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            DiscreteGaussian(sigma=2.0),
+            True,
+            "NegativeBinomial with discrete_gaussian",
+            "log-conc",
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["negbin-geometric", "negbin-laplace", "negbin-dgauss-random-alpha"],
+)
+def test_truncated_sum_without_static_window_refuses_under_jax(mech, random_alpha, pair, why):
+    """A clear NotImplementedError when the graph is converted to JAX (PyMC's JAX route),
+    naming the pair, the reason and the remedy; PyTensor's arange message does not surface.
+    The default backend still compiles the same model (finite logp)."""
+    from pymc.sampling.jax import get_jaxified_logp
+
+    model = _negbin_model(mech, random_alpha)
+    with pytest.raises(NotImplementedError) as info:
+        get_jaxified_logp(model)
+    msg = str(info.value)
+    assert f"Privatized({pair}" in msg, msg
+    for part in ("cannot be compiled with JAX", "static shapes", why, "nutpie", "default"):
+        assert part in msg, (part, msg)
+    assert "arange" not in msg
+    assert np.isfinite(model.compile_logp()(model.initial_point()))
+
+
+def test_static_window_grid_guard():
+    """A static window beyond MAX_GRID_CELLS (sigma 1e4: 236 649 points per record) is
+    refused at conversion for 100 records; 10 records (2.4e6 cells) convert."""
+    from pymc.sampling.jax import get_jaxified_logp
+
+    def model(records):
+        with pm.Model() as m:
+            t = pm.Gamma("t", 2.0, 0.5)
+            Privatized(
+                "z", pm.Poisson.dist(t), DiscreteGaussian(sigma=1e4), observed=np.arange(records)
+            )
+        return m
+
+    with pytest.raises(NotImplementedError, match=r"MAX_GRID_CELLS = 16777216.*nutpie"):
+        get_jaxified_logp(model(100))
+    get_jaxified_logp(model(10))
+
+
+# the default backend: the marker (StaticWindow) leaves its graph and numbers as they were
+
+#: logp and dlogp at t_log__ = -1.5, 0.3, 2.0, 5.0, computed at commit 12d2c6b (before the
+#: marker existed) with numba 0.68 / PyTensor 3.3.7 on x86-64
+_BEFORE = {
+    "poisson-dgauss": [
+        -1943.1716050374741,
+        300.0579818964477,
+        -1387.7103215677619,
+        315.66637715362384,
+        -860.1539726475991,
+        289.73950118954025,
+        -1112.2352356682534,
+        -1103.1258845502452,
+    ],
+    "negbin-geometric": [
+        -208.09880262419222,
+        2.844417728232201,
+        -200.1185393133434,
+        7.631600226901802,
+        -104.46064496367707,
+        62.84927650796223,
+        -137.59954707320813,
+        -86.73645615622787,
+    ],
+}
+
+
+def _before_model(name):
+    z = np.array([-3, 0, 1, 2, 4, 7, 9, 15, 40, 300], dtype=np.int64)
+    with pm.Model() as model:
+        t = pm.Gamma("t", 2.0, 0.5)
+        if name == "poisson-dgauss":
+            Privatized("z", pm.Poisson.dist(t), DiscreteGaussian(sigma=2.0), observed=z)
+        else:
+            base = pm.NegativeBinomial.dist(mu=t, alpha=np.float64(2.0))
+            Privatized("z", base, Geometric(epsilon=0.5), observed=z)
+    return model
+
+
+def _compiled(model):
+    logp, dlogp = model.compile_logp(), model.compile_dlogp()
+    vals = []
+    for v in (-1.5, 0.3, 2.0, 5.0):
+        point = {"t_log__": np.array(v)}
+        vals += [float(logp(point)), float(dlogp(point)[0])]
+    return [logp.f.maker.fgraph, dlogp.f.maker.fgraph], np.array(vals)
+
+
+@pytest.mark.parametrize(
+    "name", ["poisson-dgauss", pytest.param("negbin-geometric", marks=pytest.mark.slow)]
+)
+def test_default_backend_graph_unchanged(name, monkeypatch):
+    """The numba logp and gradient graphs with the marker are the graphs without it (same
+    nodes, same computation: same cost), their numbers equal bit for bit, and equal the
+    numbers recorded before the marker existed (0 ulp on the machine that recorded them;
+    1e-14 relative allows another libm's last bits)."""
+    from pytensor.graph.basic import equal_computations
+
+    graphs, vals = _compiled(_before_model(name))
+    monkeypatch.setattr(marginals, "_mark_window", lambda start, length, *_: (start, length))
+    graphs0, vals0 = _compiled(_before_model(name))
+    for g, g0 in zip(graphs, graphs0, strict=True):
+        assert len(g.apply_nodes) == len(g0.apply_nodes)
+        assert equal_computations(g.outputs, g0.outputs, g.inputs, g0.inputs)
+        assert not any(getattr(n.op, "is_static_window_marker", False) for n in g.apply_nodes)
+    np.testing.assert_array_equal(vals, vals0)
+    np.testing.assert_allclose(vals, _BEFORE[name], rtol=1e-14, atol=0)
+
+
+def test_static_window_marker_without_rewrites_is_the_identity():
+    """Left in a graph compiled without rewrites, the marker is the identity (numba, Python)."""
+    start, mode = pt.dvector("start"), pt.dvector("mode")
+    length = pt.lscalar("length")
+    outs = marginals.StaticWindow(5, "test pair")(start, length, mode)
+    vals = [np.array([0.0, 4.0]), np.int64(9), np.array([7.0, 8.0])]
+    for linker in ("numba", "py"):
+        mode_ = pytensor.compile.mode.Mode(linker=linker, optimizer=None)
+        got = pytensor.function([start, length, mode], outs, mode=mode_)(*vals)
+        np.testing.assert_array_equal(got[0], vals[0])
+        assert int(got[1]) == 9
 
 
 # ----------------------------------------------------------------------------------------
@@ -522,6 +787,11 @@ def _run(case, sampler, var, seed):
 
 def test_numpyro_poisson_geometric():
     _run(_poisson_case(Geometric(epsilon=0.5), 101), "numpyro", "lam", 1)
+
+
+def test_numpyro_poisson_dgauss():
+    """Poisson + discrete Gaussian (a truncated sum, static window under JAX) under numpyro."""
+    _run(_poisson_case(DiscreteGaussian(sigma=2.0), 103), "numpyro", "lam", 9)
 
 
 def test_blackjax_binomial_geometric():
