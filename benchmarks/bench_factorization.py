@@ -18,9 +18,13 @@ Time: the wall time of the kept draws only (from the end of the last tuning iter
 last draw, summed over the chains, timed by a ``pm.sample`` callback), so compilation and
 tuning are excluded; PyMC's ``sampling_time`` (tuning and draws) is shown beside it.
 
-Run: ``.venv/bin/python benchmarks/bench_factorization.py [--out FILE] [--quick]``; the defaults keep
-the whole run near 10 minutes on a loaded 2-core machine (the large size is run with few draws:
-its ESS figures are rough, say so when quoting them).
+Run: ``.venv/bin/python benchmarks/bench_factorization.py [--out FILE] [--quick] [--hows
+augmented,marginal] [--method direct|augmentation]`` (``--method``: CountAugmentation's
+``method``, Schein's auxiliary-variable sweep or the direct draw; by default ``pm.sample``
+assigns the step with its default method). The defaults keep the whole run near 4-5 minutes
+on a quiet 2-core machine (over 30 on a heavily loaded one): the large size gets one chain of
+20 tuning steps and 30 draws, far too few to tune or mix, so its ESS figures are no ranking
+(see ``benchmarks/results/factorization_ess.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 import arviz as az
 import numpy as np
 
+from pymc_dp import CountAugmentation
 from pymc_dp.examples import poisson_factorization as pf
 
 K, EPSILON, N_ENTRIES = 3, 1.0, 50
@@ -57,14 +62,16 @@ class DrawClock:
     """``pm.sample`` callback: the wall time of the kept (non-tuning) draws of each chain."""
 
     def __init__(self, label: str = ""):
-        self.label, self.start = label, time.perf_counter()
+        self.label = label
+        self.start = self.shown = time.perf_counter()
         self.last_tune: dict[int, float] = {}
         self.last_draw: dict[int, float] = {}
 
     def __call__(self, trace, draw):
         now = time.perf_counter()
         (self.last_tune if draw.tuning else self.last_draw)[draw.chain] = now
-        if draw.draw_idx % 10 == 9:  # progress, so a stopped run still says how far it got
+        if now - self.shown > 30.0:  # progress, so a stopped run still says how far it got
+            self.shown = now
             print(
                 f"  {self.label} chain {draw.chain} iteration {draw.draw_idx + 1} "
                 f"at {now - self.start:.0f} s",
@@ -83,13 +90,23 @@ def rate_entry_draws(idata, cells) -> np.ndarray:
     return np.einsum("csnk,cskn->csn", theta, phi)
 
 
-def run_one(how, size, data, seed):
+def _steps(model, how, method):
+    """``CountAugmentation(method=...)`` for the true counts, or ``pm.sample``'s own choice."""
+    if how != "augmented" or method is None:
+        return {}
+    with model:
+        return {"step": [CountAugmentation([model["y_true"]], method=method)]}
+
+
+def run_one(how, size, data, seed, method=None):
     """Fit one noise-aware model; its ESS, times and diagnostics."""
     truth, noisy, mech, cells = data
     model = pf.build_model(noisy, K, how=how, mechanism=mech)
-    clock = DrawClock(f"{how} {size.rows} x {size.cols}")
+    label = how if how != "augmented" or method is None else f"{how} ({method})"
+    clock = DrawClock(f"{label} {size.rows} x {size.cols}")
     idata = pf.fit(
         model,
+        **_steps(model, how, method),
         draws=size.draws,
         tune=size.tune,
         chains=size.chains,
@@ -103,7 +120,7 @@ def run_one(how, size, data, seed):
     stats = idata["sample_stats"]
     secs = clock.seconds()
     return {
-        "how": how,
+        "how": label,
         "size": f"{size.rows} x {size.cols}",
         "budget": f"{size.chains} x ({size.tune} + {size.draws})",
         "draw_s": secs,
@@ -147,6 +164,12 @@ def main(argv=None) -> str:
     parser.add_argument("--out", help="also write the table (markdown) to this file")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="one tiny size (smoke run)")
+    parser.add_argument("--hows", default="augmented,marginal", help="models to fit")
+    parser.add_argument(
+        "--method",
+        choices=("direct", "augmentation"),
+        help="CountAugmentation's method (default: pm.sample's own step, i.e. its default)",
+    )
     args = parser.parse_args(argv)
     load0, t0 = os.getloadavg(), time.perf_counter()
     lines = [HEADER]
@@ -154,8 +177,8 @@ def main(argv=None) -> str:
         data = make_data(size, args.seed)
         n_mean = float(data[0]["counts"].mean())
         print(f"{size}: N = {n_mean:.3f}, alpha = {data[2].alpha:.4f}", flush=True)
-        for how in ("augmented", "marginal"):
-            lines.append(row(run_one(how, size, data, args.seed)))
+        for how in args.hows.split(","):
+            lines.append(row(run_one(how, size, data, args.seed, args.method)))
             print(lines[-1], flush=True)
     load1, total = os.getloadavg(), time.perf_counter() - t0
     lines.append(
