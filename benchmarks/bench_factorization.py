@@ -58,6 +58,22 @@ SIZES = (Size(50, 40, chains=2, tune=300, draws=300), Size(500, 400, chains=1, t
 QUICK = (Size(20, 16, chains=1, tune=20, draws=20),)  # smoke run of the script (--quick)
 
 
+def parse_size(text: str) -> Size:
+    """``"ROWSxCOLS:CHAINS:TUNE:DRAWS"`` -> :class:`Size` (``--size``).
+
+    >>> parse_size("150x120:2:200:200")
+    Size(rows=150, cols=120, chains=2, tune=200, draws=200)
+    """
+    try:
+        shape, chains, tune, draws = text.split(":")
+        rows, cols = shape.lower().split("x")
+        return Size(int(rows), int(cols), int(chains), int(tune), int(draws))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--size must look like ROWSxCOLS:CHAINS:TUNE:DRAWS, got {text!r}"
+        ) from None
+
+
 class DrawClock:
     """``pm.sample`` callback: the wall time of the kept (non-tuning) draws of each chain."""
 
@@ -170,10 +186,16 @@ def main(argv=None) -> str:
         choices=("direct", "augmentation"),
         help="CountAugmentation's method (default: pm.sample's own step, i.e. its default)",
     )
+    parser.add_argument(
+        "--size",
+        type=parse_size,
+        action="append",
+        help="ROWSxCOLS:CHAINS:TUNE:DRAWS instead of the default sizes (repeatable)",
+    )
     args = parser.parse_args(argv)
     load0, t0 = os.getloadavg(), time.perf_counter()
     lines = [HEADER]
-    for size in QUICK if args.quick else SIZES:
+    for size in QUICK if args.quick else (args.size or SIZES):
         data = make_data(size, args.seed)
         n_mean = float(data[0]["counts"].mean())
         print(f"{size}: N = {n_mean:.3f}, alpha = {data[2].alpha:.4f}", flush=True)
