@@ -237,3 +237,13 @@ def test_prior_validation():
         rel.plugin_posterior({"a": [1.0, 1.0, 1.0], "b": 1.0, "c": 1.0})
     with pytest.raises(TypeError, match="DiscreteBayesNet"):
         bayes_net_count_tables(DATA, {"a": 2})
+
+
+def test_gaussian_is_calibrated_to_the_l2_sensitivity():
+    rel = release_bayes_net_counts(
+        DATA, NET, mechanism=functools.partial(pmdp.Gaussian, rho=0.5), rng=np.random.default_rng(2)
+    )
+    assert rel.mechanism.sensitivity == NET.sensitivity()[1]
+    assert rel.guarantee().rho == pytest.approx(0.5, rel=1e-12)
+    with pytest.raises(ValueError, match="L2 sensitivity"):
+        release_bayes_net_counts(DATA, NET, mechanism=pmdp.Gaussian(rho=0.5, sensitivity=2.0))
