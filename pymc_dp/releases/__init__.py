@@ -13,6 +13,12 @@
 Neighbouring datasets are replace-one (``n`` public), as in the rest of pymc_dp.
 """
 
+from pymc_dp.releases.bayes_net import (
+    BayesNetCountsRelease,
+    DiscreteBayesNet,
+    bayes_net_count_tables,
+    release_bayes_net_counts,
+)
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     beta_bernoulli_log_likelihood_range,
@@ -27,11 +33,15 @@ from pymc_dp.releases.sufficient import (
 )
 
 __all__ = [
+    "BayesNetCountsRelease",
+    "DiscreteBayesNet",
     "NormalInverseGamma",
     "OnePosteriorSample",
     "SufficientStatisticsRelease",
+    "bayes_net_count_tables",
     "beta_bernoulli_log_likelihood_range",
     "dirichlet_categorical_log_likelihood_range",
+    "release_bayes_net_counts",
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
     "truncated_beta_rvs",
