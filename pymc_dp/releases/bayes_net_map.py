@@ -164,6 +164,12 @@ def map_selection_log_probabilities(data, network, *, epsilon, candidates, prior
     return _log_probs(data, network, epsilon, candidates, prior)[0]
 
 
+def _select(log_probs: np.ndarray, gen: np.random.Generator, size=None):
+    """Indices drawn exactly from ``exp(log_probs)`` (inverse CDF of one uniform each)."""
+    p = np.exp(log_probs)
+    return gen.choice(p.size, size=size, p=p / p.sum())
+
+
 @dataclass(frozen=True, eq=False)  # identity equality: it holds arrays
 class PrivateMAP:
     """A private MAP estimate of a discrete Bayesian network (Zhang et al. 2016, Alg. 3).
@@ -231,9 +237,7 @@ def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> P
     PrivacyGuarantee(epsilon=1.0, delta=0.0, rho=None)
     """
     logp, tables, delta_u = _log_probs(data, network, epsilon, candidates, prior)
-    gen = np.random.default_rng(rng)
-    p = np.exp(logp)
-    c = int(gen.choice(p.size, p=p / p.sum()))
+    c = int(_select(logp, np.random.default_rng(rng)))
     est = {v: t[c].copy() for v, t in tables.items()}
     for t in est.values():
         t.setflags(write=False)

@@ -1,0 +1,156 @@
+"""Private MAP of a discrete Bayesian network (Zhang et al. 2016, Alg. 3): exact selection law,
+goodness of fit of the draws, exact privacy loss over all replace-one neighbours, validation."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.special import logsumexp
+
+from pymc_dp.releases.bayes_net import DiscreteBayesNet
+from pymc_dp.releases.bayes_net_map import (
+    _select,
+    map_selection_log_probabilities,
+    map_utility_sensitivity,
+    private_map,
+)
+
+ALPHA = 1e-6  # false-alarm rate of each chi-square assertion
+
+NET = DiscreteBayesNet({"a": 2, "b": 3}, {"b": ["a"]})
+CANDS = [
+    {"a": [0.3, 0.7], "b": [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]]},
+    {"a": [0.6, 0.4], "b": [[0.1, 0.1, 0.8], [0.25, 0.5, 0.25]]},
+    {"a": [0.5, 0.5], "b": [[1 / 3, 1 / 3, 1 / 3], [0.5, 0.25, 0.25]]},
+]
+DATA = [[0, 2], [1, 0], [1, 1], [0, 2], [1, 0]]
+
+
+def _hand_log_probs(data, cands, epsilon, prior):
+    """Reference: record-by-record log-likelihood, scipy Dirichlet log prior, and Delta as
+    the sum over nodes of each table's log range, written out by hand."""
+    u, spans = [], []
+    for c in cands:
+        ll = sum(np.log(c["a"][a]) + np.log(c["b"][a][b]) for a, b in data)
+        lp = stats.dirichlet.logpdf(c["a"], [prior] * 2) + sum(
+            stats.dirichlet.logpdf(row, [prior] * 3) for row in c["b"]
+        )
+        u.append(ll + lp)
+        spans.append(
+            np.log(max(c["a"]))
+            - np.log(min(c["a"]))
+            + np.log(np.max(c["b"]))
+            - np.log(np.min(c["b"]))
+        )
+    w = epsilon * np.asarray(u) / (2 * max(spans))
+    return w - logsumexp(w), max(spans)
+
+
+@pytest.mark.parametrize("prior", [1.0, 2.5])
+def test_selection_probabilities_equal_hand_softmax(prior):
+    ref, delta = _hand_log_probs(DATA, CANDS, 0.7, prior)
+    got = map_selection_log_probabilities(DATA, NET, epsilon=0.7, candidates=CANDS, prior=prior)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+    assert map_utility_sensitivity(NET, CANDS) == pytest.approx(delta, rel=1e-14)
+    # control: the softmax at twice epsilon is a different law
+    assert np.max(np.abs(got - _hand_log_probs(DATA, CANDS, 1.4, prior)[0])) > 1e-2
+
+
+def test_sensitivity_bound_covers_brute_force_and_is_attained_without_parents():
+    joint = list(itertools.product(range(2), range(3)))
+    for c in CANDS:  # sup over record pairs of |log p(x) - log p(y)| <= Delta
+        lp = [np.log(c["a"][a]) + np.log(c["b"][a][b]) for a, b in joint]
+        assert max(lp) - min(lp) <= map_utility_sensitivity(NET, CANDS) + 1e-12
+    flat = DiscreteBayesNet({"a": 2, "b": 3})
+    cands = [{"a": [0.3, 0.7], "b": [0.2, 0.3, 0.5]}]
+    lp = [np.log(cands[0]["a"][a]) + np.log(cands[0]["b"][b]) for a, b in joint]
+    assert map_utility_sensitivity(flat, cands) == pytest.approx(max(lp) - min(lp), rel=1e-14)
+
+
+def _chi2_p(counts, log_probs):
+    expected = counts.sum() * np.exp(log_probs)
+    return stats.chisquare(counts, expected).pvalue
+
+
+def test_draws_follow_the_selection_law_chi_square():
+    n_draws, eps = 100_000, 0.7
+    logp = map_selection_log_probabilities(DATA, NET, epsilon=eps, candidates=CANDS)
+    # private_map draws its index with _select from the same log probabilities and generator
+    for seed in range(20):
+        res = private_map(DATA, NET, epsilon=eps, candidates=CANDS, rng=seed)
+        assert res.index == _select(logp, np.random.default_rng(seed))
+        for v, t in res.estimate.items():
+            np.testing.assert_array_equal(t, CANDS[res.index][v])
+    draws = _select(logp, np.random.default_rng(20261125), size=n_draws)
+    counts = np.bincount(draws, minlength=len(CANDS))
+    assert _chi2_p(counts, logp) > ALPHA
+    control = map_selection_log_probabilities(DATA, NET, epsilon=2 * eps, candidates=CANDS)
+    assert _chi2_p(counts, control) < ALPHA
+
+
+def _max_privacy_loss(net, cands, epsilon, n):
+    """Exact max |log P(c | D) - log P(c | D')| over all datasets of n records and all their
+    replace-one neighbours."""
+    joint = list(itertools.product(*(range(k) for k in net.cardinalities)))
+    worst = 0.0
+    for data in itertools.product(joint, repeat=n):
+        lp = map_selection_log_probabilities(list(data), net, epsilon=epsilon, candidates=cands)
+        for i, y in itertools.product(range(n), joint):
+            nb = list(data)
+            nb[i] = y
+            lq = map_selection_log_probabilities(nb, net, epsilon=epsilon, candidates=cands)
+            worst = max(worst, float(np.max(np.abs(lp - lq))))
+    return worst
+
+
+SINGLE = DiscreteBayesNet({"a": 2})
+SINGLE_CANDS = [{"a": [0.9, 0.1]}, {"a": [0.1, 0.9]}]
+
+
+@pytest.mark.parametrize(
+    ("net", "cands", "n"), [(SINGLE, SINGLE_CANDS, 4), (NET, CANDS, 2)], ids=["single", "a->b"]
+)
+def test_exact_privacy_loss_within_epsilon(net, cands, n):
+    eps = 1.0
+    assert _max_privacy_loss(net, cands, eps, n) <= eps + 1e-12
+
+
+def test_half_sensitivity_control_exceeds_epsilon():
+    # Delta / 2 in place of Delta is the softmax at 2 epsilon: its loss must exceed epsilon
+    # (exact value: log sigmoid(-2) - log sigmoid(-4) = 1.8909 at the all-ones dataset)
+    loss = _max_privacy_loss(SINGLE, SINGLE_CANDS, 2.0, 4)
+    assert loss > 1.5
+    ref = np.log(1 / (1 + np.exp(2.0))) - np.log(1 / (1 + np.exp(4.0)))
+    assert loss == pytest.approx(ref, rel=1e-12)
+
+
+def test_guarantee_is_pure_epsilon():
+    g = private_map(DATA, NET, epsilon=0.7, candidates=CANDS, rng=1).guarantee()
+    assert (g.epsilon, g.delta) == (0.7, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"epsilon": float("inf")}, "epsilon"),
+        ({"prior": -1.0}, "prior"),
+        ({"prior": float("nan")}, "prior"),
+        ({"candidates": []}, "candidates"),
+        ({"candidates": CANDS[0]}, "candidates"),
+        ({"candidates": [{"a": [0.5, 0.5]}]}, "candidates"),
+        ({"candidates": [{**CANDS[0], "a": [1.0, 0.0]}]}, "candidates"),
+        ({"candidates": [{**CANDS[0], "a": [0.6, 0.6]}]}, "candidates"),
+        ({"candidates": [{**CANDS[0], "a": [0.5, 0.5, 0.0]}]}, "candidates"),
+        ({"candidates": [{**CANDS[0], "a": [float("nan"), 0.5]}]}, "candidates"),
+        ({"network": "a->b"}, "network"),
+        ({"data": [[0, 3]]}, "data"),
+    ],
+)
+def test_validation_names_the_argument(kwargs, name):
+    args = {"data": DATA, "network": NET, "epsilon": 1.0, "candidates": CANDS} | kwargs
+    data, net = args.pop("data"), args.pop("network")
+    with pytest.raises(ValueError, match=name):
+        private_map(data, net, **args)
