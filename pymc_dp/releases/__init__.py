@@ -19,6 +19,12 @@ from pymc_dp.releases.bayes_net import (
     bayes_net_count_tables,
     release_bayes_net_counts,
 )
+from pymc_dp.releases.bayes_net_map import (
+    PrivateMAP,
+    map_selection_log_probabilities,
+    map_utility_sensitivity,
+    private_map,
+)
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     beta_bernoulli_log_likelihood_range,
@@ -37,10 +43,14 @@ __all__ = [
     "DiscreteBayesNet",
     "NormalInverseGamma",
     "OnePosteriorSample",
+    "PrivateMAP",
     "SufficientStatisticsRelease",
     "bayes_net_count_tables",
     "beta_bernoulli_log_likelihood_range",
     "dirichlet_categorical_log_likelihood_range",
+    "map_selection_log_probabilities",
+    "map_utility_sensitivity",
+    "private_map",
     "release_bayes_net_counts",
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
