@@ -39,6 +39,7 @@ import numpy as np
 
 from pymc_dp.kernels import bessel_sampling as bs
 from pymc_dp.kernels import count_augmentation as ca
+from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = ["main", "measure", "pieces", "setting"]
 
@@ -48,18 +49,27 @@ SIZES = ((10**4, 41), (10**5, 15), (10**6, 7), (10**7, 3))  # (n, repeats)
 BURN = 6
 
 
+def rates(kind, n, rng):
+    """Poisson rates of ``n`` counts: ``dense`` (6 e^{0.5 N(0,1)}), ``large`` (1000 e^{0.5
+    N(0,1)}) or ``sparse`` (theta @ phi with Gamma(0.2, 1) factors, K = 10)."""
+    if kind in ("dense", "large"):
+        return (6.0 if kind == "dense" else 1000.0) * np.exp(0.5 * rng.standard_normal(n))
+    theta = rng.gamma(0.2, 1.0, (n // 1000, 10))
+    phi = rng.gamma(0.2, 1.0, (10, 1000))
+    return (theta @ phi).ravel()
+
+
+def release(mu, alpha, rng):
+    """Poisson true counts at ``mu`` released by the library's geometric mechanism."""
+    return Geometric(alpha=alpha).release(rng.poisson(mu), rng=rng)
+
+
 def setting(kind, n, eps, seed=0):
     """``(z, mu, alpha, state)`` of a chain after ``BURN`` sweeps."""
     rng = np.random.default_rng(seed)
     alpha = float(np.exp(-eps))
-    if kind == "dense":
-        mu = 6.0 * np.exp(0.5 * rng.standard_normal(n))
-    else:
-        theta = rng.gamma(0.2, 1.0, (n // 1000, 10))
-        phi = rng.gamma(0.2, 1.0, (10, 1000))
-        mu = (theta @ phi).ravel()
-    y = rng.poisson(mu)
-    z = y + rng.geometric(1.0 - alpha, n) - rng.geometric(1.0 - alpha, n)
+    mu = rates(kind, n, rng)
+    z = release(mu, alpha, rng)
     state = ca.init_aux_rates(alpha, (n,), rng)
     for _ in range(BURN):
         ca.count_augmentation_sweep(z, mu, alpha, state, rng)

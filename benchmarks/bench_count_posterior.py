@@ -38,6 +38,7 @@ import platform
 import time
 
 import numpy as np
+from bench_count_augmentation import rates, release
 
 from pymc_dp.kernels.count_augmentation import count_augmentation_sweep, init_aux_rates
 from pymc_dp.kernels.count_posterior import draw_true_counts
@@ -54,17 +55,8 @@ def setting(kind, n=N, seed=0):
     """``(z, mu, alpha)`` of one benchmark setting."""
     rng = np.random.default_rng(seed)
     alpha = float(np.exp(-0.1 if kind == "wide" else -1.0))
-    if kind == "dense":
-        mu = 6.0 * np.exp(0.5 * rng.standard_normal(n))
-    elif kind in ("large", "wide"):
-        mu = 1000.0 * np.exp(0.5 * rng.standard_normal(n))
-    else:
-        theta = rng.gamma(0.2, 1.0, (n // 1000, 10))
-        phi = rng.gamma(0.2, 1.0, (10, 1000))
-        mu = (theta @ phi).ravel()
-    y = rng.poisson(mu)
-    z = y + rng.geometric(1.0 - alpha, n) - rng.geometric(1.0 - alpha, n)
-    return z, mu, alpha
+    mu = rates("large" if kind == "wide" else kind, n, rng)
+    return release(mu, alpha, rng), mu, alpha
 
 
 def sweep_times(kind):
@@ -92,8 +84,7 @@ def sweep_times(kind):
 def _mixing_data(eps, seed=3):
     rng = np.random.default_rng(seed)
     alpha = float(np.exp(-eps))
-    y = rng.poisson(50.0 * np.exp(0.5 * rng.standard_normal(N_COUNTS)))
-    return y + rng.geometric(1.0 - alpha, y.size) - rng.geometric(1.0 - alpha, y.size), alpha
+    return release(50.0 * np.exp(0.5 * rng.standard_normal(N_COUNTS)), alpha, rng), alpha
 
 
 def _lag1(x):
