@@ -51,7 +51,7 @@ from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian  # noqa: E402
 from pymc_dp.mechanisms.gaussian import Gaussian  # noqa: E402
 from pymc_dp.mechanisms.geometric import Geometric  # noqa: E402
 from pymc_dp.mechanisms.laplace import Laplace  # noqa: E402
-from pymc_dp.testing import mcse_check  # noqa: E402
+from pymc_dp.testing import grid_posterior_check  # noqa: E402
 
 pdj.install()
 from pymc.sampling.jax import get_jaxified_graph  # noqa: E402  (imports the JAX dispatch)
@@ -712,18 +712,7 @@ K = 4.89  # two-sided normal quantile of 1e-6
 
 
 def _passes(draws, grid, logpost):
-    post = np.exp(logpost - special.logsumexp(logpost))
-    post /= post.sum()
-    chk = mcse_check(draws, float(np.sum(grid * post)))
-    import arviz as az
-
-    ess = float(az.ess(draws, method="quantile", prob=0.5))
-    cdf = np.cumsum(post)
-    ok = chk.passed
-    for q in (0.1, 0.5, 0.9):
-        F = np.interp(np.quantile(draws.ravel(), q), grid, cdf)
-        ok &= abs(F - q) <= K * math.sqrt(q * (1 - q) / ess)
-    return bool(ok), chk
+    return grid_posterior_check(draws, grid, logpost, k_mean=K, k_quantile=K)
 
 
 def _sample(model, sampler, seed):
