@@ -286,6 +286,50 @@ class BayesNetCountsRelease:
                 raise ValueError(f"prior for {v!r} must broadcast to shape {t.shape}") from None
         return out
 
+    def model(self, prior=1.0, *, name: str = "release"):
+        """The noise-aware PyMC model of this release: CPTs, latent records and the release.
+
+        For every node ``v``: ``theta_<v>``, a Dirichlet per parent configuration (shape
+        ``(J_v, K_v)``, rows in the C order of the table's parent axes; ``(K_v,)`` for a root);
+        ``x_<v>``, the ``n`` latent states of ``v``, ``Categorical(theta_<v>[j])`` with ``j``
+        each record's parent configuration. Then one ``pmdp.Release(name, T(x), mechanism,
+        observed=...)`` of all count tables, flattened and concatenated in node order, with
+        ``T`` computed from the records as :func:`bayes_net_count_tables` does and the
+        release's own mechanism (so :func:`pymc_dp.privacy_report` gives :meth:`guarantee`).
+        ``pm.sample`` picks the data-augmentation step for the records (one block: each record
+        is redrawn whole) and conjugate Gibbs for the ``theta``.
+
+        The model conditions on the raw noisy tables (:attr:`tables`), not on the projected
+        ones (step 4, post-processing).
+
+        Parameters
+        ----------
+        prior : float or mapping of str to array_like, default 1.0
+            Dirichlet concentrations, as in :meth:`plugin_posterior`.
+        name : str, default "release"
+            Name of the Release variable.
+
+        Returns
+        -------
+        pymc.Model
+
+        Examples
+        --------
+        >>> import functools, numpy as np, pymc_dp as pmdp
+        >>> net = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
+        >>> rel = release_bayes_net_counts([[0, 1], [0, 1], [1, 0]], net,
+        ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
+        ...     rng=np.random.default_rng(0))
+        >>> m = rel.model()
+        >>> sorted(v.name for v in m.free_RVs)
+        ['theta_a', 'theta_b', 'x_a', 'x_b']
+        >>> pmdp.privacy_report(m).total.epsilon
+        1.0
+        """
+        from pymc_dp.releases._bn_model import build_bn_model
+
+        return build_bn_model(self, prior, name)
+
 
 def release_bayes_net_counts(data, network, *, mechanism, rng=None) -> BayesNetCountsRelease:
     """Release the count tables of a discrete Bayesian network once (Zhang et al. 2016, Alg. 1).
