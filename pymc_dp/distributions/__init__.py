@@ -6,3 +6,6 @@ looks up.
 """
 
 from pymc_dp.distributions import mechanism_noise  # noqa: F401  (registers the noise laws)
+from pymc_dp.distributions.markov_chain import MarkovChain
+
+__all__ = ["MarkovChain"]
