@@ -270,6 +270,73 @@ class Mechanism(ABC):
     def numba_params(self) -> np.ndarray:
         """The float64 parameter vector to pass to :attr:`numba_logpdf`."""
 
+    # ---- tail probabilities (censored releases) ------------------------------------------
+    def _no_tails(self, what: str):
+        raise NotImplementedError(
+            f"{type(self).__name__} does not define {what}: a censored release "
+            "(Release(..., lower=..., upper=...), a clipped/projected release) needs the noise "
+            "tail probabilities log P(noise <= x) and log P(noise >= x). Implement logcdf, "
+            "logsf, logcdf_pt, logsf_pt, numba_logcdf and numba_logsf on the mechanism, or "
+            "release without bounds"
+        )
+
+    def logcdf(self, x) -> np.ndarray:
+        """``log P(noise <= x)`` (numpy). Built-in mechanisms define it; a subclass without it
+        raises ``NotImplementedError`` when a censored release needs it."""
+        self._no_tails("logcdf")
+
+    def logsf(self, x) -> np.ndarray:
+        """``log P(noise >= x)`` (numpy; note ``>=``, which matters for integer noise)."""
+        self._no_tails("logsf")
+
+    def logcdf_pt(self, x):
+        """``log P(noise <= x)`` as a float64 PyTensor graph."""
+        self._no_tails("logcdf_pt")
+
+    def logsf_pt(self, x):
+        """``log P(noise >= x)`` as a float64 PyTensor graph."""
+        self._no_tails("logsf_pt")
+
+    @property
+    def numba_logcdf(self):
+        """A numba function ``f(x, params) = log P(noise <= x)`` (``params``:
+        :attr:`numba_params`)."""
+        self._no_tails("numba_logcdf")
+
+    @property
+    def numba_logsf(self):
+        """A numba function ``f(x, params) = log P(noise >= x)``."""
+        self._no_tails("numba_logsf")
+
+    def check_tails(self, release: str = "the release") -> None:
+        """Raise ``NotImplementedError`` naming ``release`` unless the mechanism defines all
+        six tail methods (needed by a censored release).
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.laplace import Laplace
+        >>> Laplace(1.0).check_tails("z")
+        """
+        names = ("logcdf", "logsf", "logcdf_pt", "logsf_pt", "numba_logcdf", "numba_logsf")
+        missing = [n for n in names if getattr(type(self), n) is getattr(Mechanism, n)]
+        if missing:
+            raise NotImplementedError(
+                f"{release} is censored (lower/upper given) but its mechanism "
+                f"{type(self).__name__} does not define {', '.join(missing)}: the censored "
+                "likelihood needs log P(noise <= x) and log P(noise >= x); implement them on "
+                "the mechanism, or release without bounds"
+            )
+
+    @property
+    def numba_censored_logpdf(self):
+        """The numba kernel ``f(x, row)`` of the censored noise law, ``row = [side, *params]``
+        (``side`` 0 interior, -1 at the lower bound, +1 at the upper bound); see
+        :func:`pymc_dp.mechanisms._tails.censored_numba_logpdf`."""
+        from pymc_dp.mechanisms._tails import censored_numba_logpdf
+
+        self.check_tails()
+        return censored_numba_logpdf(self.numba_logpdf, self.numba_logcdf, self.numba_logsf)
+
     def noise_dist(self, **kwargs):
         """A PyMC ``.dist()`` variable of the noise law (``kwargs`` go to ``.dist``: size, rng).
 

@@ -43,6 +43,7 @@ from pymc_dp.accounting import (
     quadratic_rho,
 )
 from pymc_dp.kernels.exact_sampling import check_rng, secure_uniform
+from pymc_dp.mechanisms import _tails
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
@@ -218,6 +219,48 @@ class Gaussian(Mechanism):
         c = pt.as_tensor_variable(np.float64(math.log(self.sigma) + _HALF_LOG_2PI))
         z = x / s
         return np.float64(-0.5) * z * z - c
+
+    def logcdf(self, x) -> np.ndarray:
+        """``log P(Y <= x) = log Phi(x / sigma)``, stable deep in both tails.
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.gaussian import Gaussian
+        >>> from scipy.special import log_ndtr
+        >>> bool(np.isclose(Gaussian(2.0).logcdf(-80.0), log_ndtr(-40.0), rtol=1e-14))
+        True
+        """
+        return _tails.vectorized(_tails.gaussian_logcdf, x, self.numba_params)
+
+    def logsf(self, x) -> np.ndarray:
+        """``log P(Y >= x) = logcdf(-x)`` (symmetric law)."""
+        return _tails.vectorized(_tails.gaussian_logcdf, x, self.numba_params, survival=True)
+
+    def logcdf_pt(self, x):
+        """``log Phi(x / sigma)`` as a float64 PyTensor graph: ``log1p(-erfc(u/sqrt2)/2)``
+        for ``u >= -1``, ``log(erfcx(-u/sqrt2)/2) - u^2/2`` below (branches on clipped
+        inputs, so both stay finite)."""
+        u = pt.as_tensor_variable(x).astype("float64") / np.float64(self.sigma)
+        r2 = np.float64(math.sqrt(2.0))
+        lo = pt.minimum(u, np.float64(-1.0))
+        hi = pt.maximum(u, np.float64(-1.0))
+        below = pt.log(np.float64(0.5) * pt.erfcx(-lo / r2)) - np.float64(0.5) * lo * lo
+        above = pt.log1p(np.float64(-0.5) * pt.erfc(hi / r2))
+        return pt.switch(pt.lt(u, np.float64(-1.0)), below, above)
+
+    def logsf_pt(self, x):
+        """``log P(Y >= x)`` as a float64 PyTensor graph."""
+        return self.logcdf_pt(-pt.as_tensor_variable(x).astype("float64"))
+
+    @property
+    def numba_logcdf(self):
+        """``f(x, params) = log Phi(x / params[0])`` (numba njit)."""
+        return _tails.gaussian_logcdf
+
+    @property
+    def numba_logsf(self):
+        """``f(x, params) = log P(Y >= x)`` (numba njit)."""
+        return _tails.gaussian_logsf
 
     @property
     def noise_variance(self) -> float:

@@ -68,6 +68,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pytensor.tensor as pt
 
 from pymc_dp._validation import (
     INT_RANGE,
@@ -78,6 +79,7 @@ from pymc_dp._validation import (
 )
 from pymc_dp.accounting import geometric_rate, linear_epsilon
 from pymc_dp.kernels import discrete_laplace as _dl
+from pymc_dp.mechanisms import _tails
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Geometric"]
@@ -184,6 +186,41 @@ class Geometric(Mechanism):
     def logpdf_pt(self, x):
         """Log pmf of the noise as a PyTensor graph (float64)."""
         return _dl.logpmf_pt(x, log_alpha=np.float64(self.log_alpha))
+
+    def logcdf(self, x) -> np.ndarray:
+        """``log P(Y <= x)``: ``|k| log alpha - log(1 + alpha)`` for ``k = floor(x) < 0``,
+        ``log(1 - alpha^{k+1}/(1 + alpha))`` for ``k >= 0``.
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.geometric import Geometric
+        >>> m = Geometric(epsilon=1.0)
+        >>> bool(np.isclose(m.logcdf(-3), -3.0 - np.log1p(np.exp(-1.0)), rtol=1e-15))
+        True
+        """
+        return _tails.vectorized(_tails.geometric_logcdf, x, self.numba_params)
+
+    def logsf(self, x) -> np.ndarray:
+        """``log P(Y >= x) = logcdf(-x)`` (symmetric law, any real ``x``)."""
+        return _tails.vectorized(_tails.geometric_logcdf, x, self.numba_params, survival=True)
+
+    def logcdf_pt(self, x):
+        """``log P(Y <= x)`` as a float64 PyTensor graph (``x`` floored)."""
+        return _dl.logcdf_pt(x, log_alpha=np.float64(self.log_alpha))
+
+    def logsf_pt(self, x):
+        """``log P(Y >= x) = log P(Y <= -x)`` as a float64 PyTensor graph."""
+        return self.logcdf_pt(-pt.as_tensor_variable(x).astype("float64"))
+
+    @property
+    def numba_logcdf(self):
+        """``f(x, params) = log P(Y <= x)`` with ``params`` from :attr:`numba_params`."""
+        return _tails.geometric_logcdf
+
+    @property
+    def numba_logsf(self):
+        """``f(x, params) = log P(Y >= x)``."""
+        return _tails.geometric_logsf
 
     @property
     def noise_variance(self) -> float:

@@ -33,6 +33,7 @@ import pytensor.tensor as pt
 from pymc_dp._validation import as_positive_finite, exactly_one
 from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
 from pymc_dp.kernels import exact_sampling as _es
+from pymc_dp.mechanisms import _tails
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
@@ -184,6 +185,44 @@ class Laplace(Mechanism):
         b = pt.as_tensor_variable(np.float64(self.scale))
         log2b = pt.as_tensor_variable(np.float64(math.log(2.0) + math.log(self.scale)))
         return -pt.abs(x) / b - log2b
+
+    def logcdf(self, x) -> np.ndarray:
+        """``log P(Y <= x)``: ``x/b - log 2`` for ``x < 0``, ``log1p(-exp(-x/b)/2)`` above.
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.laplace import Laplace
+        >>> bool(float(Laplace(2.0).logcdf(-4.0)) == -2.0 - np.log(2.0))
+        True
+        """
+        return _tails.vectorized(_tails.laplace_logcdf, x, self.numba_params)
+
+    def logsf(self, x) -> np.ndarray:
+        """``log P(Y >= x) = logcdf(-x)`` (symmetric law)."""
+        return _tails.vectorized(_tails.laplace_logcdf, x, self.numba_params, survival=True)
+
+    def logcdf_pt(self, x):
+        """``log P(Y <= x)`` as a float64 PyTensor graph (both branches finite)."""
+        x = pt.as_tensor_variable(x).astype("float64")
+        b = pt.as_tensor_variable(np.float64(self.scale))
+        t = pt.abs(x) / b
+        below = -t - np.float64(math.log(2.0))
+        above = pt.log1p(np.float64(-0.5) * pt.exp(-t))
+        return pt.switch(pt.lt(x, np.float64(0.0)), below, above)
+
+    def logsf_pt(self, x):
+        """``log P(Y >= x)`` as a float64 PyTensor graph."""
+        return self.logcdf_pt(-pt.as_tensor_variable(x).astype("float64"))
+
+    @property
+    def numba_logcdf(self):
+        """``f(x, params) = log P(Y <= x)`` (numba njit, ``params = [b]``)."""
+        return _tails.laplace_logcdf
+
+    @property
+    def numba_logsf(self):
+        """``f(x, params) = log P(Y >= x)`` (numba njit, ``params = [b]``)."""
+        return _tails.laplace_logsf
 
     @property
     def noise_variance(self) -> float:
