@@ -27,12 +27,13 @@ error naming the release, the record and the change when the data contradict it.
 
 from __future__ import annotations
 
+import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
 from pymc.logprob.abstract import _logprob
 from pymc.model import modelcontext
 from pymc.pytensorf import collect_default_updates
-from pytensor.graph.basic import Variable
+from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
 
@@ -47,6 +48,8 @@ __all__ = [
     "Release",
     "ReleaseRV",
     "announce_model",
+    "censoring_bounds",
+    "check_within_bounds",
     "is_random_variable",
     "is_release",
     "on_release_registered",
@@ -136,19 +139,36 @@ class ReleaseRV(SymbolicRandomVariable):
     inline_logprob = False
     _print_name = ("Release", "\\operatorname{Release}")
 
-    def __init__(self, *args, mechanism: Mechanism, **kwargs):
+    def __init__(self, *args, mechanism: Mechanism, lower=None, upper=None, **kwargs):
         self.mechanism = mechanism
+        #: censoring bounds (float64 arrays broadcastable to the statistic, or None)
+        self.lower = lower
+        self.upper = upper
         super().__init__(*args, **kwargs)
+
+    @property
+    def censored(self) -> bool:
+        """Whether the release was projected (clipped) to bounds."""
+        return self.lower is not None or self.upper is not None
+
+    def _bounds_key(self):
+        return tuple(
+            None if b is None else (b.shape, b.tobytes()) for b in (self.lower, self.upper)
+        )
 
     def __eq__(self, other):
         # mechanisms are immutable values: Ops with different noise laws are never merged
-        return super().__eq__(other) and self.mechanism == other.mechanism
+        return (
+            super().__eq__(other)
+            and self.mechanism == other.mechanism
+            and self._bounds_key() == other._bounds_key()
+        )
 
     def __hash__(self):
-        return hash((super().__hash__(), self.mechanism))
+        return hash((super().__hash__(), self.mechanism, self._bounds_key()))
 
     @classmethod
-    def rv_op(cls, statistic, *, mechanism: Mechanism, size=None, rng=None):
+    def rv_op(cls, statistic, *, mechanism: Mechanism, lower=None, upper=None, size=None, rng=None):
         if rng is not None:
             raise ValueError("Release draws its noise from the mechanism; rng= is not supported")
         statistic = pt.as_tensor_variable(statistic)
@@ -157,9 +177,9 @@ class ReleaseRV(SymbolicRandomVariable):
         noise = mechanism.noise_dist(size=stat_.shape)
         value_ = stat_ + noise
         if mechanism.integer:
-            value_ = value_.astype("int64")
+            value_ = _clip(value_.astype("int64"), lower, upper, "int64")
         else:
-            value_ = value_.astype("float64")
+            value_ = _clip(value_.astype("float64"), lower, upper, "float64")
         updates = collect_default_updates(inputs=[stat_], outputs=[value_])
         rngs = list(updates.keys())
         next_rngs = [updates[r] for r in rngs]
@@ -169,6 +189,8 @@ class ReleaseRV(SymbolicRandomVariable):
             outputs=[value_, *next_rngs],
             extended_signature=f"(){sig_rngs}->(){sig_rngs}",
             mechanism=mechanism,
+            lower=lower,
+            upper=upper,
         )
         return op(statistic, *rngs)
 
@@ -181,7 +203,8 @@ class Release(Distribution):
     name : str
         Name of the model variable.
     statistic : TensorVariable
-        Any PyTensor expression (scalar or vector) of latent record variables of the model,
+        Any PyTensor expression (scalar, vector or table of any shape) of latent record
+        variables of the model,
         e.g. ``x.sum()``, ``pt.eq(x[:, None], pt.arange(K)).sum(0)``,
         ``(pt.clip(X, -1, 1) * y[:, None]).sum(0)``. Records are the rows (axis 0) of the
         record variables.
@@ -190,11 +213,24 @@ class Release(Distribution):
         gives the likelihood; it is kept on the variable for privacy accounting.
     observed : array_like
         The released value(s), of the statistic's shape.
+    lower, upper : float or array_like, optional
+        Bounds of a projected (clipped) release, ``z = clip(T + noise, lower, upper)`` (Foulds
+        et al. 2016, eq. 16): constants broadcastable to the statistic, ``±inf`` where a cell
+        has no bound (names as in ``pm.Censored``). Integers for an integer mechanism;
+        ``lower < upper`` in every cell; observed values must lie in ``[lower, upper]``
+        (``ValueError`` naming ``observed`` otherwise). The mechanism must define its tail
+        probabilities (``logcdf``/``logsf``; the built-in ones do, others get
+        ``NotImplementedError``).
 
     Notes
     -----
     The log-likelihood is :math:`\sum_k \log \eta(z_k - T_k(x))` (Ju et al. 2022, the
-    release density ``eta(z_dp | X)``). ``pm.sample`` assigns
+    release density ``eta(z_dp | X)``). A censored (clipped) release contributes, per cell,
+    the noise log-density where ``lower < z < upper``, ``log P(noise <= lower - T)`` where
+    ``z == lower`` and ``log P(noise >= upper - T)`` where ``z == upper`` (the exact likelihood
+    of the clipped value; for Laplace the boundary term equals the density at the clip point
+    only while ``T`` is inside the bounds, for the other mechanisms never). Forward draws are
+    clipped. ``pm.sample`` assigns
     :class:`~pymc_dp.step_methods.data_augmentation.DataAugmentation` to the record variables
     once the step methods are registered (``pymc_dp.step_methods.register_step_methods()``).
 
@@ -219,31 +255,41 @@ class Release(Distribution):
     {'z': Laplace(epsilon=1, sensitivity=1.0)}
     >>> float(pm.logp(z, 7.3).eval({x: np.ones(20, dtype="int64")}))  # Laplace(b=1) at 7.3 - 20
     -13.393147...
+
+    A count released through a Gaussian mechanism and clipped to ``[0, 20]``:
+
+    >>> from scipy.special import log_ndtr
+    >>> with pm.Model() as m2:
+    ...     x = pm.Bernoulli("x", p=0.5, shape=20)
+    ...     zc = Release("zc", x.sum(), pmdp.Gaussian(2.0), observed=0.0, lower=0, upper=20)
+    >>> lp = float(pm.logp(zc, 0.0).eval({x: np.ones(20, dtype="int64")}))
+    >>> bool(np.isclose(lp, log_ndtr((0.0 - 20) / 2.0), rtol=1e-14))
+    True
     """
 
     rv_type = ReleaseRV
     rv_op = ReleaseRV.rv_op
 
-    def __new__(cls, name, statistic, mechanism, **kwargs):
+    def __new__(cls, name, statistic, mechanism, *, lower=None, upper=None, **kwargs):
         # released values: finite, in range, integers for an integer mechanism (whose statistic
         # is checked in ``dist``), of the declared shape; pm.Data releases are also checked in
         # the graph, so pm.set_data gets the same refusals
+        integer = getattr(mechanism, "integer", False)
+        lo, hi = censoring_bounds(lower, upper, integer=integer)
         if "observed" in kwargs:
             shape, fixed = declared_shape(kwargs, kwargs.get("model"))
             kwargs["observed"] = prepare_observed(
-                kwargs["observed"],
-                integer=getattr(mechanism, "integer", False),
-                release=name,
-                shape=shape,
-                fixed=fixed,
+                kwargs["observed"], integer=integer, release=name, shape=shape, fixed=fixed
             )
-        rv = super().__new__(cls, name, statistic, mechanism=mechanism, **kwargs)
+            check_within_bounds(kwargs["observed"], lo, hi, name)
+        kwargs.update(mechanism=mechanism, lower=lo, upper=hi)
+        rv = super().__new__(cls, name, statistic, **kwargs)
         # only releases registered in a model are announced (Release.dist is not)
         announce_model(modelcontext(None))
         return rv
 
     @classmethod
-    def dist(cls, statistic, mechanism, **kwargs):
+    def dist(cls, statistic, mechanism, *, lower=None, upper=None, **kwargs):
         """Unregistered release variable (see the class docstring)."""
         if not isinstance(mechanism, Mechanism):
             raise TypeError(
@@ -252,6 +298,10 @@ class Release(Distribution):
             )
         statistic = pt.as_tensor_variable(statistic)
         check_integer_source(mechanism, statistic.dtype, "statistic")
+        lo, hi = censoring_bounds(lower, upper, integer=mechanism.integer)
+        if lo is not None or hi is not None:
+            mechanism.check_tails("the release")
+            _check_bound_shapes(lo, hi, statistic.type.shape)
         # The shape is the statistic's; PyMC passes the observed shape as ``shape``.
         shape = kwargs.pop("shape", None)
         kwargs.pop("size", None)
@@ -266,12 +316,118 @@ class Release(Distribution):
                     f"the observed release has shape {tuple(shape)} but the statistic has "
                     f"shape {static}"
                 )
-        if statistic.type.ndim > 1:
+        return super().dist([statistic], mechanism=mechanism, lower=lo, upper=hi, **kwargs)
+
+
+def _as_bound(name: str, value, integer: bool):
+    """A censoring bound as a float64 array (``None`` stays ``None``); ``±inf`` = no bound."""
+    if value is None:
+        return None
+    if isinstance(value, Variable):
+        raise TypeError(f"{name} must be a constant (number or array), got a PyTensor variable")
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers, got dtype {arr.dtype} ({value!r})")
+    arr = arr.astype(np.float64)
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    fin = np.isfinite(arr)
+    if integer and np.any(arr[fin] != np.round(arr[fin])):
+        raise ValueError(
+            f"{name} must be integers for an integer mechanism (its releases are integers), "
+            f"got {value!r}"
+        )
+    if np.any(np.abs(arr[fin]) > 2.0**53):
+        raise ValueError(f"{name} must lie in [-2**53, 2**53] (or be ±inf), got {value!r}")
+    return arr
+
+
+def censoring_bounds(lower, upper, *, integer: bool):
+    """Validated ``(lower, upper)`` of a censored release (float64 arrays or ``None``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``lower``/``upper``: not real numbers, NaN, fractional for an integer mechanism,
+        or ``lower >= upper`` somewhere.
+
+    Examples
+    --------
+    >>> censoring_bounds(0, [3, 5], integer=True)
+    (array(0.), array([3., 5.]))
+    >>> censoring_bounds(2.0, 1.0, integer=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: lower must be < upper in every cell, got lower=2.0, upper=1.0
+    """
+    lo = _as_bound("lower", lower, integer)
+    hi = _as_bound("upper", upper, integer)
+    if lo is not None and hi is not None:
+        try:
+            bad = np.any(lo >= hi)
+        except ValueError:
             raise ValueError(
-                f"statistic must be a scalar or a vector, got ndim={statistic.type.ndim}; "
-                "flatten it (e.g. `T.ravel()`)"
+                f"lower (shape {lo.shape}) and upper (shape {hi.shape}) do not broadcast"
+            ) from None
+        if bad:
+            raise ValueError(
+                f"lower must be < upper in every cell, got lower={lower!r}, upper={upper!r}"
             )
-        return super().dist([statistic], mechanism=mechanism, **kwargs)
+    return lo, hi
+
+
+def _check_bound_shapes(lo, hi, static) -> None:
+    """Bounds must broadcast to the statistic without enlarging it."""
+    for name, b in (("lower", lo), ("upper", hi)):
+        if b is None:
+            continue
+        ok = b.ndim <= len(static) and all(
+            d == 1 or s is None or d == s for d, s in zip(b.shape[::-1], static[::-1], strict=False)
+        )
+        if not ok:
+            raise ValueError(
+                f"{name} of shape {b.shape} does not broadcast to the statistic's shape {static}"
+            )
+
+
+def check_within_bounds(observed, lo, hi, release: str) -> None:
+    """``ValueError`` naming ``observed`` when a concrete released value lies outside
+    ``[lower, upper]`` (a clipped release never does)."""
+    values = observed
+    if isinstance(values, Variable):
+        values = values.data if isinstance(values, Constant) else None
+        if values is None and hasattr(observed, "get_value"):
+            values = observed.get_value()
+    if values is None:
+        return
+    values = np.asarray(values, dtype=np.float64)
+    for name, b, out in (("lower", lo, np.less), ("upper", hi, np.greater)):
+        if b is not None:
+            try:
+                bad = out(values, b)
+            except ValueError:
+                raise ValueError(
+                    f"{name} of shape {b.shape} does not broadcast to the observed release "
+                    f"{release!r} of shape {values.shape}"
+                ) from None
+            if np.any(bad):
+                raise ValueError(
+                    f"observed values of release {release!r} lie outside [lower, upper] (e.g. "
+                    f"{values[np.nonzero(bad)][0] if values.ndim else values!r} beyond "
+                    f"{name}); a projected release is always within its bounds"
+                )
+
+
+def _clip(value, lower, upper, dtype: str):
+    """``value`` clipped to the bounds (constants), kept in ``dtype``."""
+    if lower is None and upper is None:
+        return value
+    big = np.float64(2.0**62) if dtype == "int64" else np.inf
+    lo = -big if lower is None else np.where(np.isinf(lower), -big, lower)
+    hi = big if upper is None else np.where(np.isinf(upper), big, upper)
+    lo_c = pt.as_tensor_variable(np.asarray(lo).astype(dtype))
+    hi_c = pt.as_tensor_variable(np.asarray(hi).astype(dtype))
+    return pt.minimum(pt.maximum(value, lo_c), hi_c).astype(dtype)
 
 
 def _as_int(value):
@@ -287,7 +443,19 @@ def _release_logp(op, values, statistic, *rngs, **kwargs):
     [value] = values
     # the residual in float64: an int64 difference could wrap, and every allowed release
     # (|z| <= 2**53 for integer mechanisms) is exact in float64
-    return op.mechanism.logpdf_pt(pt.cast(value, "float64") - pt.cast(statistic, "float64"))
+    v = pt.cast(value, "float64")
+    resid = v - pt.cast(statistic, "float64")
+    mech = op.mechanism
+    lp = mech.logpdf_pt(resid)
+    if op.lower is not None:  # at the lower bound: log P(noise <= lower - T)
+        lo = pt.as_tensor_variable(op.lower)
+        lp = pt.switch(pt.eq(v, lo), mech.logcdf_pt(resid), lp)
+        lp = pt.switch(pt.lt(v, lo), -np.inf, lp)
+    if op.upper is not None:  # at the upper bound: log P(noise >= upper - T)
+        hi = pt.as_tensor_variable(op.upper)
+        lp = pt.switch(pt.eq(v, hi), mech.logsf_pt(resid), lp)
+        lp = pt.switch(pt.gt(v, hi), -np.inf, lp)
+    return lp
 
 
 @_support_point.register(ReleaseRV)

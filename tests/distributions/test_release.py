@@ -92,8 +92,8 @@ def test_validation_errors():
         x = pm.Bernoulli("x", p=0.5, shape=(3, 2))
         with pytest.raises(TypeError, match="mechanism must be a pymc_dp Mechanism"):
             Release("z", x.sum(), "laplace", observed=1.0)
-        with pytest.raises(ValueError, match="scalar or a vector"):
-            Release("z2", x, Laplace(scale=1.0), observed=np.zeros((3, 2)))
+        # tables of any shape are released as they are (issue 10 item 5)
+        assert Release("z2", x, Laplace(scale=1.0), observed=np.zeros((3, 2))).ndim == 2
         with pytest.raises(ValueError, match="observed release has shape"):
             Release("z3", x.sum(0), Laplace(scale=1.0), observed=np.zeros(3))
 
