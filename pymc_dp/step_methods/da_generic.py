@@ -62,13 +62,25 @@ class GenericRelease:
     sizes: list
     sens: np.ndarray
     l2: np.ndarray
+    #: per component: 0 interior, -1 at the lower bound, +1 at the upper bound (None: no
+    #: censored release in the block)
+    sides: np.ndarray | None = None
 
     def log_eta(self, T):
-        """Log release density of the statistic ``T`` (flattened) given ``z``."""
+        """Log release density of the statistic ``T`` (flattened) given ``z``: the noise
+        log-density per component, or its log CDF / log survival where a censored release
+        sits at its lower / upper bound."""
         z_c = pt.as_tensor(np.asarray(self.z, dtype=np.float64))
         out, k = pt.as_tensor(np.float64(0.0)), 0
         for mech, size in zip(self.mechs, self.sizes, strict=True):
-            out = out + mech.logpdf_pt(z_c[k : k + size] - T[k : k + size]).sum()
+            resid = z_c[k : k + size] - T[k : k + size]
+            lp = mech.logpdf_pt(resid)
+            side = None if self.sides is None else self.sides[k : k + size]
+            if side is not None and np.any(side < 0):
+                lp = pt.switch(pt.as_tensor(side < 0), mech.logcdf_pt(resid), lp)
+            if side is not None and np.any(side > 0):
+                lp = pt.switch(pt.as_tensor(side > 0), mech.logsf_pt(resid), lp)
+            out = out + lp.sum()
             k += size
         return out
 

@@ -39,7 +39,14 @@ from pymc_dp.step_methods.da_checks import check_sensitivity
 from pymc_dp.step_methods.da_generic import GenericRelease, build_generic
 from pymc_dp.step_methods.da_proposals import make_proposer
 
-__all__ = ["BlockScratch", "BlockSpec", "ReleaseArrays", "build_spec", "release_arrays"]
+__all__ = [
+    "BlockScratch",
+    "BlockSpec",
+    "ReleaseArrays",
+    "build_spec",
+    "release_arrays",
+    "release_sides",
+]
 
 _L2_FAMILIES = frozenset({"gaussian", "discrete_gaussian"})
 
@@ -134,7 +141,14 @@ class BlockScratch:
 
 @dataclass(frozen=True, eq=False)
 class ReleaseArrays:
-    """The releases of a block as arrays, one row per flattened released component."""
+    """The releases of a block as arrays, one row per flattened released component.
+
+    ``sides`` is ``None`` when no release of the block is censored; otherwise it holds, per
+    component, 0 (interior), -1 (released value at its lower bound) or +1 (at its upper
+    bound), and every row of ``params`` is ``[side, *mechanism params]`` for the censored
+    kernel (:attr:`Mechanism.numba_censored_logpdf
+    <pymc_dp.mechanisms.base.Mechanism.numba_censored_logpdf>`).
+    """
 
     z: np.ndarray
     params: np.ndarray
@@ -143,20 +157,48 @@ class ReleaseArrays:
     sens: np.ndarray
     l2: np.ndarray
     comp_release: np.ndarray
+    sides: np.ndarray | None = None
 
     @property
     def one_family(self) -> bool:
         """Whether all releases share one numba noise log-density (the kernel takes one)."""
         return len({id(m.numba_logpdf) for m in self.mechs}) == 1
 
+    @property
+    def logpdf(self):
+        """The numba kernel of the block: the noise log-density, or its censored form."""
+        if self.sides is None:
+            return self.mechs[0].numba_logpdf
+        return self.mechs[0].numba_censored_logpdf
+
+
+def release_sides(z: np.ndarray, op) -> np.ndarray:
+    """Per component of a release (flattened): -1 at ``lower``, +1 at ``upper``, else 0."""
+    side = np.zeros(z.shape)
+    if op.lower is not None:
+        side[z == np.broadcast_to(op.lower, z.shape)] = -1.0
+    if op.upper is not None:
+        side[z == np.broadcast_to(op.upper, z.shape)] = 1.0
+    return side.ravel()
+
 
 def release_arrays(model, releases) -> ReleaseArrays:
     """Released values, mechanism parameters and declared sensitivities of ``releases``."""
-    z_parts, param_rows = [], []
+    z_parts, param_rows, side_parts = [], [], []
+    censored = any(r.owner.op.censored for r in releases)
     for r in releases:
-        z_r = np.asarray(extract_obs_data(model.rvs_to_values[r]), dtype=np.float64).ravel()
+        op = r.owner.op
+        z_full = np.asarray(extract_obs_data(model.rvs_to_values[r]), dtype=np.float64)
+        z_r = z_full.ravel()
         z_parts.append(z_r)
-        param_rows.extend([np.asarray(r.owner.op.mechanism.numba_params, np.float64)] * len(z_r))
+        row = np.asarray(op.mechanism.numba_params, np.float64)
+        if censored:
+            op.mechanism.check_tails(f"release {r.name!r}")
+            sides = release_sides(z_full, op)
+            side_parts.append(sides)
+            param_rows.extend(np.concatenate([[s], row]) for s in sides)
+        else:
+            param_rows.extend([row] * len(z_r))
     mechs = [r.owner.op.mechanism for r in releases]
     sens = np.array(
         [float(m.sensitivity) if getattr(m, "privacy_declared", False) else np.inf for m in mechs]
@@ -174,6 +216,7 @@ def release_arrays(model, releases) -> ReleaseArrays:
         sens=sens,
         l2=np.array([m.family in _L2_FAMILIES for m in mechs], dtype=np.bool_),
         comp_release=np.ascontiguousarray(np.repeat(np.arange(len(releases)), sizes), np.int64),
+        sides=np.concatenate(side_parts) if censored else None,
     )
 
 
@@ -204,7 +247,10 @@ def build_spec(g) -> BlockSpec:
     fit = _try_additive(g, rel)
     if fit is None:
         fn, has_extra = build_generic(
-            g, GenericRelease(z=rel.z, mechs=rel.mechs, sizes=rel.sizes, sens=rel.sens, l2=rel.l2)
+            g,
+            GenericRelease(
+                z=rel.z, mechs=rel.mechs, sizes=rel.sizes, sens=rel.sens, l2=rel.l2, sides=rel.sides
+            ),
         )
     else:
         fn, has_extra = fit.fn, fit.has_extra
@@ -215,7 +261,7 @@ def build_spec(g) -> BlockSpec:
         release_names=[r.name for r in g.releases],
         z=rel.z,
         params=rel.params,
-        logpdf=rel.mechs[0].numba_logpdf,
+        logpdf=rel.logpdf,
         fn=fn,
         has_extra=has_extra,
         generic=fit is None,
