@@ -16,20 +16,32 @@ forward filtering, backward sampling.
 
 from __future__ import annotations
 
+import weakref
+
 import numba
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Discrete
+from pymc.model import Model
 from pytensor.graph.basic import Constant
 from pytensor.link.numba.dispatch.basic import numba_njit
 from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 
-__all__ = ["MarkovChain", "MarkovChainRV", "markov_chain"]
+__all__ = ["MarkovChain", "MarkovChainRV", "markov_chain", "models_with_markov_chains"]
 
 _ROW_SUM_TOL = 1e-8
+
+# Models holding a MarkovChain variable (weakly referenced), so that a step finds the model of a
+# chain when ``pm.sample(model=m)`` runs outside ``with m:``.
+_MODELS: weakref.WeakSet = weakref.WeakSet()
+
+
+def models_with_markov_chains() -> list:
+    """The live models in which a :class:`MarkovChain` variable was created."""
+    return list(_MODELS)
 
 
 class MarkovChainRV(RandomVariable):
@@ -186,6 +198,13 @@ class MarkovChain(Discrete):
 
     rv_op = markov_chain
     rv_type = MarkovChainRV
+
+    def __new__(cls, name, *args, **kwargs):
+        rv = super().__new__(cls, name, *args, **kwargs)
+        model = Model.get_context(error_if_none=False)
+        if model is not None:
+            _MODELS.add(model)
+        return rv
 
     @classmethod
     def dist(cls, init_probs, transition, *, steps=None, **kwargs):

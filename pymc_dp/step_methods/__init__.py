@@ -3,7 +3,9 @@
 ``import pymc_dp`` calls :func:`register_step_methods` once, so that ``pm.sample`` picks these steps
 by itself. Their ``competence`` follows one rule, :mod:`pymc_dp.step_methods.claims`: only the
 records of an observed ``Release`` and conjugate parameters of those records are claimed, so
-registering them never changes how a model without a Release is sampled.
+registering them never changes how a model without a Release is sampled. The exception is
+:class:`~pymc_dp.step_methods.ffbs.FFBS`, which claims only variables of pymc_dp's own
+:class:`~pymc_dp.distributions.MarkovChain` distribution (forward filtering, backward sampling).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pymc.step_methods import STEP_METHODS
 from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
+from pymc_dp.step_methods.ffbs import FFBS
 
 __all__ = [
     "CONJUGATE_STEPS",
+    "FFBS",
     "ConjugateGibbs",
     "CountAugmentation",
     "DataAugmentation",
@@ -28,8 +32,9 @@ def register_step_methods() -> None:
 
     PyMC breaks competence ties in list order, so the steps go first: the data-augmentation step
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
-    ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims.
+    ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims, and
+    ``FFBS`` over PyMC's discrete steps for MarkovChain states.
     """
-    for cls in reversed((DataAugmentation, CountAugmentation, *CONJUGATE_STEPS)):
+    for cls in reversed((DataAugmentation, CountAugmentation, FFBS, *CONJUGATE_STEPS)):
         if cls not in STEP_METHODS:
             STEP_METHODS.insert(0, cls)
