@@ -244,3 +244,34 @@ def test_validation_errors_name_the_argument():
     with pytest.raises(TypeError, match="prior"):
         rel.plugin_gibbs(2, prior={"init": 1.0})
     assert isinstance(rel.model(2), pm.Model)
+
+
+def test_model_samples_with_ffbs_and_nuts():
+    """pm.sample assigns FFBS to the states and NUTS to the rest, and draws valid values."""
+    from pymc.sampling.mcmc import assign_step_methods
+
+    from pymc_dp.step_methods.ffbs import FFBS
+
+    rng = np.random.default_rng(8)
+    entries = _entries(rng, 40, (2, 4), (2, 2))
+    rel = release_hmm_counts(entries, shape=(2, 4), epsilon=2.0, rng=rng)
+    model = rel.model(2)
+    with model:
+        _, selected = assign_step_methods(model)
+        kinds = {method: {v.name for v in vs} for method, vs in selected.items()}
+        assert kinds == {
+            FFBS: {"states"},
+            pm.NUTS: {"init_probs_simplex__", "transition_simplex__", "emission_logodds__"},
+        }
+        idata = pm.sample(
+            draws=10,
+            tune=10,
+            chains=1,
+            random_seed=3,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    s = np.asarray(idata.posterior["states"])
+    phi = np.asarray(idata.posterior["emission"])
+    assert s.shape == (1, 10, 2, 4) and set(np.unique(s)) <= {0, 1}
+    assert phi.shape == (1, 10, 2, 2) and np.all((phi > 0) & (phi < 1))
