@@ -119,6 +119,11 @@ class _Family:
     def names(self, bounds) -> tuple[str, ...]:
         return self.stat_names
 
+    def box(self, bounds, n: int):
+        """``(lower, upper)`` of the valid region when it is a box (every statistic clipped
+        to one interval), else ``None`` (the region couples the statistics)."""
+        return None
+
 
 class Bernoulli(_Family):
     """Records in {0, 1}; statistic ``(s, f) = (Σx, n - Σx)``.
@@ -145,6 +150,10 @@ class Bernoulli(_Family):
 
     def sensitivity(self, bounds):
         return 2.0, _sqrt_up(2)
+
+    def box(self, bounds, n):
+        """Counts lie in ``[0, n]``."""
+        return 0, int(n)
 
 
 class Categorical(_Family):
@@ -176,6 +185,10 @@ class Categorical(_Family):
 
     def sensitivity(self, bounds):
         return 2.0, _sqrt_up(2)
+
+    def box(self, bounds, n):
+        """Counts lie in ``[0, n]``."""
+        return 0, int(n)
 
     def names(self, bounds):
         return tuple(f"count_{k}" for k in range(bounds))
@@ -215,6 +228,10 @@ class Poisson(_Family):
 
     def sensitivity(self, bounds):
         return float(bounds), float(bounds)
+
+    def box(self, bounds, n):
+        """The clamped sum lies in ``[0, n U]``."""
+        return 0, int(n) * int(bounds)
 
 
 def _normal_l1(a: float, b: float) -> float:

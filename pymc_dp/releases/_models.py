@@ -1,7 +1,9 @@
 """Noise-aware PyMC models of sufficient-statistic releases (latent records + ``Release``).
 
 The statistic in the model is computed from the records exactly as the data holder computed
-it, clamping included: ``min(x, U)`` for Poisson records. Records are one-hot summed
+it, clamping included: ``min(x, U)`` for Poisson records. A release published projected to the
+valid region (``project=True``) is conditioned on exactly: ``Release(..., lower=, upper=)``,
+the censored likelihood at the clipped cells. Records are one-hot summed
 (``Σ_i [x_i, 1 - x_i]``, ``Σ_i onehot(x_i)``) so that each record's contribution is its own row,
 which is what the data-augmentation step needs to update one record at a time.
 """
@@ -29,6 +31,14 @@ def _observed(rel) -> np.ndarray:
     return v.astype(np.int64) if rel.mechanism.integer else v.astype(np.float64)
 
 
+def _release(name, stat, rel) -> None:
+    """``Release`` of ``stat``, censored at the projection bounds when the data holder
+    published the projected (clipped) value."""
+    box = getattr(rel, "projection", None)
+    bounds = {} if box is None else {"lower": box[0], "upper": box[1]}
+    Release(name, stat, rel.mechanism, observed=_observed(rel), **bounds)
+
+
 def _bernoulli(rel, prior, name):
     from pymc_dp.releases.sufficient import _positive_prior
 
@@ -36,7 +46,7 @@ def _bernoulli(rel, prior, name):
     p = pm.Beta("p", _f64(a), _f64(b))
     x = pm.Bernoulli("x", p=p, shape=rel.n)
     stat = pt.stack([x, 1 - x], axis=1).sum(axis=0)
-    Release(name, stat, rel.mechanism, observed=_observed(rel))
+    _release(name, stat, rel)
 
 
 def _categorical(rel, prior, name):
@@ -49,7 +59,7 @@ def _categorical(rel, prior, name):
     p = pm.Dirichlet("p", a=_f64(alpha))
     x = pm.Categorical("x", p=p, shape=rel.n)
     stat = pt.eq(x[:, None], pt.arange(rel.bounds)[None, :]).astype("int64").sum(axis=0)
-    Release(name, stat, rel.mechanism, observed=_observed(rel))
+    _release(name, stat, rel)
 
 
 def _poisson(rel, prior, name):
@@ -59,7 +69,7 @@ def _poisson(rel, prior, name):
     lam = pm.Gamma("lam", alpha=_f64(a), beta=_f64(b))
     x = pm.Poisson("x", mu=lam, shape=rel.n)
     stat = pt.minimum(x, np.int64(rel.bounds)).sum(keepdims=True)
-    Release(name, stat, rel.mechanism, observed=_observed(rel))
+    _release(name, stat, rel)
 
 
 def _normal(rel, prior, name):

@@ -212,6 +212,10 @@ class SufficientStatisticsRelease:
     sensitivity : tuple of float
         ``(L1, L2)`` sensitivity of the statistic under replace-one neighbours.
     names : tuple of str
+    projection : tuple or None
+        ``(lower, upper)`` when the data holder published the noisy statistics projected
+        (clipped) to the valid region (``project=True``), else ``None``. :meth:`model`
+        then conditions on the clipped value exactly (a censored :class:`pymc_dp.Release`).
     """
 
     family: str
@@ -222,6 +226,7 @@ class SufficientStatisticsRelease:
     sensitivity: tuple[float, float]
     names: tuple[str, ...]
     dimension: int = field(default=1)
+    projection: tuple | None = field(default=None)
 
     def guarantee(self) -> PrivacyGuarantee:
         """The privacy guarantee of the release (per individual with one record):
@@ -236,7 +241,8 @@ class SufficientStatisticsRelease:
         ``[0, nU]``; Normal: the sum to ``[na, nb]``, then the sum of squares to
         ``[sum²/n, n max(a², b²)]`` (Cauchy-Schwarz); regression: ``X'X`` to the nearest
         positive semi-definite matrix (negative eigenvalues set to 0) and ``y'y`` to
-        ``[0, n max(yl², yh²)]``.
+        ``[0, n max(yl², yh²)]``. A release published projected (``project=True``) is already
+        in the region and is returned as it is.
         """
         v = np.asarray(self.value, dtype=np.float64)
         n = float(self.n)
@@ -362,9 +368,19 @@ class SufficientStatisticsRelease:
         s = np.arange(self.n + 1, dtype=np.float64)
         z = np.asarray(self.value, dtype=np.float64)
         logw = _log_beta_binomial(s, self.n, a, b)
-        logw = logw + self.mechanism.logpdf(z[0] - s) + self.mechanism.logpdf(z[1] - (self.n - s))
+        logw = logw + self._log_eta(z[0], s) + self._log_eta(z[1], self.n - s)
         w = np.exp(logw - logw.max())
         return w / w.sum()
+
+    def _log_eta(self, z: float, t: np.ndarray) -> np.ndarray:
+        """Log-likelihood of one released value ``z`` given true values ``t``: the noise
+        density, or for a projected release at a bound its log CDF / log survival."""
+        mech = self.mechanism
+        if self.projection is not None and z == self.projection[0]:
+            return mech.logcdf(z - t)
+        if self.projection is not None and z == self.projection[1]:
+            return mech.logsf(z - t)
+        return mech.logpdf(z - t)
 
     def sample_noise_aware_posterior(self, prior=None, size: int = 1, rng=None) -> np.ndarray:
         """Exact draws of ``p`` from the noise-aware posterior of a Bernoulli release.
@@ -450,7 +466,9 @@ def _regression_update(t: np.ndarray, n: int, d: int, prior: tuple) -> NormalInv
     return NormalInverseGamma(mu=mn, precision=lamn, alpha=a0 + 0.5 * n, beta=bn)
 
 
-def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=None):
+def release_sufficient_statistics(
+    data, family, *, mechanism, bounds=None, rng=None, project: bool = False
+):
     """Clamp, compute the sufficient statistics, calibrate and release them once.
 
     Parameters
@@ -473,6 +491,14 @@ def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=N
         and ``y`` clamped); none for bernoulli.
     rng : numpy.random.Generator, optional
         For simulations; ``None`` draws the noise from the operating system's secure source.
+    project : bool, default False
+        Publish the noisy statistics projected (clipped) to the valid region instead of the
+        raw noisy values (Foulds et al. 2016, eq. 16; Zhang et al. 2016, step 4): counts
+        (bernoulli, categorical) to ``[0, n]``, the Poisson sum to ``[0, n U]``. Only for
+        these families, whose valid region is a box; ``ValueError`` for normal and
+        linear_regression (their region couples the statistics). Post-processing: the
+        privacy guarantee is unchanged. The release remembers it (:attr:`projection`), and
+        ``model()`` conditions on the clipped value exactly (censored likelihood).
 
     Returns
     -------
@@ -482,7 +508,8 @@ def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=N
     ------
     ValueError
         For invalid data or bounds, an unknown family, an integer mechanism on real
-        statistics, or a mechanism whose declared sensitivity is below the statistic's.
+        statistics, a mechanism whose declared sensitivity is below the statistic's, or
+        ``project=True`` for a family whose valid region is not a box.
 
     Examples
     --------
@@ -494,11 +521,24 @@ def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=N
     ...     rng=np.random.default_rng(1))
     >>> rel.mechanism.scale, rel.guarantee().epsilon, rel.names
     (20.0, 0.1, ('successes', 'failures'))
+    >>> small = release_sufficient_statistics(
+    ...     np.ones(3, dtype=int), "bernoulli", mechanism=pmdp.Geometric(epsilon=0.2,
+    ...     sensitivity=2), rng=np.random.default_rng(4), project=True)
+    >>> small.projection, bool(np.all((small.value >= 0) & (small.value <= 3)))
+    ((0, 3), True)
     """
     fam = family_of(family)
     b = fam.bounds(bounds)
     records = fam.records(data, b)
     n = fam.n(records)
+    box = fam.box(b, n) if project else None
+    if project and box is None:
+        raise ValueError(
+            f"project=True needs a valid region that is a box (each statistic clipped to one "
+            f"interval), which the {fam.name} family does not have (its region couples the "
+            "statistics, e.g. the sum of squares is bounded below by sum^2/n); release "
+            "without projecting and use plugin_posterior(), which projects"
+        )
     if isinstance(fam, LinearRegression):
         d = int(records[0].shape[1])
         sens, names = fam.sensitivity(b, d), fam.names(b, d)
@@ -507,6 +547,8 @@ def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=N
         sens, names = fam.sensitivity(b), fam.names(b)
     mech = _calibrate(mechanism, sens, fam.integer)
     value = mech.release(fam.statistic(records, b), rng=rng)
+    if box is not None:
+        value = np.clip(value, box[0], box[1]).astype(value.dtype)
     return SufficientStatisticsRelease(
         family=fam.name,
         value=_readonly(value),
@@ -516,4 +558,5 @@ def release_sufficient_statistics(data, family, *, mechanism, bounds=None, rng=N
         sensitivity=sens,
         names=names,
         dimension=d,
+        projection=box,
     )
