@@ -286,7 +286,7 @@ class BayesNetCountsRelease:
                 raise ValueError(f"prior for {v!r} must broadcast to shape {t.shape}") from None
         return out
 
-    def model(self, prior=1.0, *, name: str = "release"):
+    def model(self, prior=1.0, *, projected: bool = False, name: str = "release"):
         """The noise-aware PyMC model of this release: CPTs, latent records and the release.
 
         For every node ``v``: ``theta_<v>``, a Dirichlet per parent configuration (shape
@@ -299,13 +299,16 @@ class BayesNetCountsRelease:
         ``pm.sample`` picks the data-augmentation step for the records (one block: each record
         is redrawn whole) and conjugate Gibbs for the ``theta``.
 
-        The model conditions on the raw noisy tables (:attr:`tables`), not on the projected
-        ones (step 4, post-processing).
-
         Parameters
         ----------
         prior : float or mapping of str to array_like, default 1.0
             Dirichlet concentrations, as in :meth:`plugin_posterior`.
+        projected : bool, default False
+            ``False``: condition on the raw noisy tables (:attr:`tables`). ``True``: condition
+            on :meth:`projected`, the tables clipped to ``[0, n]`` that Alg. 1 outputs (step
+            4), as a censored release (``Release(..., lower=0, upper=n)``: a clipped cell
+            contributes the noise's tail probability beyond the clip point). For Laplace noise
+            both give the same posterior; for Gaussian and discrete noise they differ.
         name : str, default "release"
             Name of the Release variable.
 
@@ -328,7 +331,7 @@ class BayesNetCountsRelease:
         """
         from pymc_dp.releases._bn_model import build_bn_model
 
-        return build_bn_model(self, prior, name)
+        return build_bn_model(self, prior, name, projected)
 
 
 def release_bayes_net_counts(data, network, *, mechanism, rng=None) -> BayesNetCountsRelease:

@@ -4,15 +4,20 @@
   records, and the model's joint log-density at a point equals a hand-written sum (Dirichlet
   rows, categorical records indexed by their parents' configuration, Laplace noise of every
   cell) on a network with a two-parent node; the privacy report is the release's guarantee.
+  With ``projected=True`` and Laplace noise the log-density differs from the raw model's by a
+  constant over records (the same posterior); with Gaussian noise it does not (control).
 * Posterior, statistically: on ``a -> b`` (binary) with ``n = 8`` records, ``P(b = 1 | a = 0)``
   from ``pm.sample`` against the exact posterior by enumeration over all ``4^8`` record
   vectors (a mixture of Beta posteriors weighted by the prior predictive of the record vector
-  and the Laplace likelihood of its tables, written with scipy independently of the library).
+  and the noise likelihood of its tables, written with scipy independently of the library).
   :func:`pymc_dp.testing.grid_posterior_check`: posterior mean within 4.89 MCSE and the grid
   CDF at the 0.1/0.5/0.9 draw quantiles within 4.89 binomial standard errors, each at
-  false-alarm rate 1e-6 (so at most 4e-6 for the test). Negative controls that the same check
-  must reject: the noise-ignoring plug-in posterior (Zhang et al.'s Beta(alpha + Z1,
-  beta + Z2)) and the exact posterior at a wrong epsilon (noise scale halved).
+  false-alarm rate 1e-6 (so at most 4e-6 per check). Raw Laplace release: negative controls
+  the same check must reject are the noise-ignoring plug-in posterior (Zhang et al.'s
+  Beta(alpha + Z1, beta + Z2); mean z about 25) and the exact posterior at a wrong epsilon
+  (noise scale halved; z 14-17 over three seeds). Projected (clipped) Gaussian release, the
+  censored likelihood: control, the clipped values taken as exact observations (z 8.5-10.6
+  over three seeds; the passing check had z 0.4-1.9).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import itertools
 import numpy as np
 import pymc as pm
 import pytest
+from pytensor.compile.mode import Mode
 from scipy import special, stats
 
 import pymc_dp as pmdp
@@ -91,7 +97,7 @@ def test_joint_logp_matches_hand_sum(rng):
     x = np.column_stack([rng.integers(0, k, 7) for k in NET3.cardinalities])
     point = {f"x_{v}": x[:, j] for j, v in enumerate(NET3.nodes)}
     point |= {f"theta_{v}": theta[v] for v in NET3.nodes}
-    logp = m.compile_logp(jacobian=False)
+    logp = m.compile_logp(jacobian=False, mode=Mode(linker="py", optimizer="fast_compile"))
     tr = {}
     for rv in m.free_RVs:
         val = m.rvs_to_values[rv]
@@ -128,27 +134,42 @@ SCALE = 2.0  # Laplace(epsilon = 2, sensitivity 2|I| = 4)
 Z = {"a": [6.3, 0.4], "b": [[-1.2, 5.9], [2.4, -0.7]]}  # a set release (the noise is its value)
 
 
-def _exact_mixture(scale):
-    """Weights of the counts (c00, c01) of the a = 0 row and the Beta posterior of
-    P(b = 1 | a = 0) given them, by enumerating all 4^N record vectors (cell = 2 a + b)."""
+def _enumeration():
+    """All 4^N record vectors (cell = 2 a + b): their tables ``(a: 2, b: 4 cells)``, log prior
+    predictive (Beta-Bernoulli marginals of the three rows) and the counts c00, c01 of row a=0."""
     cells = np.array(list(itertools.product(range(4), repeat=N)))
     c = np.stack([(cells == k).sum(1) for k in range(4)], axis=1)  # counts of 00, 01, 10, 11
     ta = np.stack([c[:, 0] + c[:, 1], c[:, 2] + c[:, 3]], axis=1)
     logw = special.betaln(ALPHA + ta[:, 0], ALPHA + ta[:, 1])
     logw += special.betaln(ALPHA + c[:, 0], ALPHA + c[:, 1])
     logw += special.betaln(ALPHA + c[:, 2], ALPHA + c[:, 3])
-    z = np.concatenate([np.ravel(Z["a"]), np.ravel(Z["b"])])
-    t = np.concatenate([ta, c], axis=1)
-    logw += stats.laplace.logpdf(z[None, :] - t, scale=scale).sum(1)
-    return np.exp(logw - special.logsumexp(logw)), c[:, 0], c[:, 1]
+    return np.concatenate([ta, c], axis=1).astype(np.float64), logw, c[:, 0], c[:, 1]
 
 
-def _mixture_logpdf(grid, scale):
-    w, c00, c01 = _exact_mixture(scale)
+def _mixture_logpdf(grid, loglik):
+    """Exact log posterior density of P(b = 1 | a = 0) on ``grid``: a mixture of Beta posteriors
+    over the record vectors, weighted by prior predictive x ``loglik(tables)`` (per cell)."""
+    t, logw, c00, c01 = _enumeration()
+    logw = logw + loglik(t).sum(axis=1)
+    w = np.exp(logw - special.logsumexp(logw))
     keys, inv = np.unique(np.stack([c00, c01], 1), axis=0, return_inverse=True)
     wk = np.bincount(inv.ravel(), weights=w)
     dens = stats.beta.pdf(grid[:, None], ALPHA + keys[None, :, 1], ALPHA + keys[None, :, 0])
     return np.log(dens @ wk)
+
+
+def _laplace(z, scale):
+    z = np.concatenate([np.ravel(z["a"]), np.ravel(z["b"])])
+    return lambda t: stats.laplace.logpdf(z[None, :] - t, scale=scale)
+
+
+def _draws(rel, projected=False, seed=11):
+    with rel.model(ALPHA, projected=projected) as m:
+        idata = pm.sample(
+            draws=4000, tune=500, chains=2, cores=1, random_seed=seed, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    return m, idata.posterior["theta_b"].values[..., 0, 1]
 
 
 def _step_names(model):
@@ -164,19 +185,72 @@ def _step_names(model):
 
 def test_posterior_matches_enumeration():
     rel = _release(AB, np.zeros((N, 2), dtype=int), pmdp.Laplace(scale=SCALE, sensitivity=4.0), Z)
-    with rel.model(ALPHA) as m:
-        idata = pm.sample(
-            draws=4000, tune=500, chains=2, cores=1, random_seed=11, progressbar=False,
-            compute_convergence_checks=False,
-        )  # fmt: skip
+    m, draws = _draws(rel)
     assert _step_names(m) == {"ConjugateGibbs": ["theta_a", "theta_b"],
                               "DataAugmentation": ["x_a", "x_b"]}  # fmt: skip
-    draws = idata.posterior["theta_b"].values[..., 0, 1]
     grid = np.linspace(1e-6, 1 - 1e-6, 20_001)
-    ok, chk = grid_posterior_check(draws, grid, _mixture_logpdf(grid, SCALE))
+    ok, chk = grid_posterior_check(draws, grid, _mixture_logpdf(grid, _laplace(Z, SCALE)))
     assert ok, chk
     # negative controls, rejected by the same check
     alpha_plugin = rel.plugin_posterior(ALPHA)["b"][0]
     plugin = stats.beta.logpdf(grid, alpha_plugin[1], alpha_plugin[0])
     assert not grid_posterior_check(draws, grid, plugin)[0]
-    assert not grid_posterior_check(draws, grid, _mixture_logpdf(grid, SCALE / 2))[0]
+    assert not grid_posterior_check(draws, grid, _mixture_logpdf(grid, _laplace(Z, SCALE / 2)))[0]
+
+
+# a Gaussian release with cells below 0 and above n = 8: b is projected to [[0, 4.1], [8, 0]]
+ZG = {"a": [7.1, 3.3], "b": [[-2.2, 4.1], [8.9, -1.5]]}
+SIGMA = 2.0  # L2 sensitivity sqrt(2|I|) = 2
+
+
+def _censored_gaussian(zp, sigma):
+    zp = np.concatenate([np.ravel(zp["a"]), np.ravel(zp["b"])])[None, :]
+
+    def loglik(t):
+        inside = stats.norm.logpdf(zp - t, scale=sigma)
+        low = stats.norm.logcdf((0.0 - t) / sigma)
+        high = stats.norm.logsf((N - t) / sigma)
+        return np.where(zp <= 0.0, low, np.where(zp >= N, high, inside))
+
+    return loglik
+
+
+def test_projected_gaussian_posterior_matches_enumeration():
+    """Conditioning on the clipped tables (Alg. 1 output): censored cells enter through the
+    Gaussian tail probabilities. Control: the clipped values taken as exact observations
+    (density at the clip point), the right likelihood for Laplace only."""
+    mech = pmdp.Gaussian(SIGMA, sensitivity=2.0)
+    rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG)
+    zp = rel.projected()
+    assert np.sum(zp["b"] == 0.0) == 2 and np.sum(zp["b"] == N) == 1
+    _, draws = _draws(rel, projected=True, seed=12)
+    grid = np.linspace(1e-6, 1 - 1e-6, 20_001)
+    ok, chk = grid_posterior_check(
+        draws, grid, _mixture_logpdf(grid, _censored_gaussian(zp, SIGMA))
+    )
+    assert ok, chk
+    flat = np.concatenate([np.ravel(zp["a"]), np.ravel(zp["b"])])[None, :]
+    at_clip = _mixture_logpdf(grid, lambda t: stats.norm.logpdf(flat - t, scale=SIGMA))
+    assert not grid_posterior_check(draws, grid, at_clip)[0]
+
+
+def _logp_fn(model):
+    fn = model.compile_logp(jacobian=False, mode=Mode(linker="py", optimizer="fast_compile"))
+    return lambda x: fn({"x_a": x[:, 0], "x_b": x[:, 1], "theta_a_simplex__": np.zeros(1),
+                         "theta_b_simplex__": np.zeros((2, 1))})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "mech", [pmdp.Laplace(scale=SCALE, sensitivity=4.0), pmdp.Gaussian(SIGMA, sensitivity=2.0)]
+)
+def test_projected_laplace_equals_raw(rng, mech):
+    """Exact: for Laplace the projected (censored) model's log-density differs from the raw
+    model's by a constant over all records (the same posterior); for Gaussian (control) not."""
+    rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG)
+    raw, proj = _logp_fn(rel.model(ALPHA)), _logp_fn(rel.model(ALPHA, projected=True))
+    diffs = [proj(x) - raw(x) for x in rng.integers(0, 2, size=(6, N, 2))]
+    spread = max(diffs) - min(diffs)
+    if isinstance(mech, pmdp.Laplace):
+        assert spread < 1e-9
+    else:
+        assert spread > 0.1
