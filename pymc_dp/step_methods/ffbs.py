@@ -18,12 +18,14 @@ term element into the state element it depends on. The path is then drawn by
 
 Which state element each child term element depends on is established once, when the step is
 built (and when ``pm.sample`` asks for its competence), numerically: at two random state paths,
-with the model's other continuous variables jittered away from the initial point (so that
-couplings that vanish there, such as equal emission rates, still show), each state element in
-turn is changed and the term elements that move are recorded (``2 N`` evaluations for ``N``
-state elements). A term element moved by two different state elements (an observed child reading
-``s[t]`` and ``s[t+1]``) makes the step refuse the variable with a ``ValueError`` saying which
-child and which elements; so does a free child whose transform depends on ``s``.
+one with the model's other continuous variables jittered away from the initial point and one
+with every other free variable drawn from the prior (so that couplings that vanish at the
+initial point, such as equal emission rates or a discrete coefficient at 0, still show), each
+state element in turn is changed and the term elements that move are recorded (``2 N``
+evaluations for ``N`` state elements). A term element moved by two different state elements
+(an observed child reading ``s[t]`` and ``s[t+1]``) makes the step refuse the variable with a
+``ValueError`` saying which child and which elements; so does a free child whose transform
+depends on ``s``.
 
 ``pm.sample`` picks this step by itself (competence ``IDEAL``) for a ``MarkovChain`` free variable
 whose children pass that check; for one that fails it, ``competence`` warns with the reason and
@@ -53,6 +55,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pytensor.tensor as pt
+from pymc.initial_point import make_initial_point_fn
 from pymc.model import Model, modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
@@ -64,7 +67,6 @@ from pymc_dp.step_methods.claims import direct_rv_parents
 
 __all__ = ["FFBS", "FFBSPlan", "ffbs_plan"]
 
-_N_PROBE_PATHS = 2
 _JITTER_SD = 0.5
 _PROBE_SEED = 20261125
 
@@ -132,7 +134,7 @@ def _compile(model, s_rv, rvs, pots, compile_kwargs):
     return params_fn, terms_fn, [rv.name for rv in rvs] + [f"Potential {p.name}" for p in pots]
 
 
-def _probe_point(model, point, s_name, rng):
+def _jittered(model, point, s_name, rng):
     """The point with continuous free variables jittered (couplings must not vanish)."""
     out = {}
     for v in model.value_vars:
@@ -141,6 +143,20 @@ def _probe_point(model, point, s_name, rng):
             val = val + rng.normal(0.0, _JITTER_SD, size=val.shape)
         out[v.name] = val
     return out
+
+
+def _probe_points(model, point, s_name, rng):
+    """Points at which locality is probed: the jittered point, and a draw from the prior (so
+    that discrete variables leave their support point too; a second jittered point if the
+    model cannot be forward-sampled)."""
+    points = [_jittered(model, point, s_name, rng)]
+    try:
+        fn = make_initial_point_fn(model=model, default_strategy="prior", return_transformed=True)
+        prior = fn(int(rng.integers(2**31)))
+        points.append({n: np.asarray(prior.get(n, point[n])) for n in point})
+    except Exception:  # any failure to forward-sample: jitter instead
+        points.append(_jittered(model, point, s_name, rng))
+    return points
 
 
 def _moved(a, b):
@@ -160,31 +176,46 @@ def _coupling_error(s_name, shape, child, element, first, second):
     )
 
 
+def _probe_path(probe, owners, rng):
+    """Change each state element of one random path in turn; record which term elements move.
+
+    ``probe`` is ``(terms_fn, args, s_index, k, shape, labels, s_name)``; ``owners`` (one
+    array per term) is filled in place.
+    """
+    terms_fn, args, s_index, k, shape, labels, s_name = probe
+    base_s = rng.integers(0, k, size=shape)
+    args[s_index] = base_s
+    base = [np.asarray(t) for t in terms_fn(*args)]
+    if not owners:
+        owners.extend(np.full(t.size, -1, dtype=np.int64) for t in base)
+    for i in range(base_s.size):  # one probe per state element (setup only)
+        changed = base_s.copy()
+        changed.flat[i] = (changed.flat[i] + rng.integers(1, k)) % k
+        args[s_index] = changed
+        for j, t in enumerate(terms_fn(*args)):
+            moved = np.flatnonzero(_moved(t, base[j]))
+            clash = moved[(owners[j][moved] >= 0) & (owners[j][moved] != i)]
+            if clash.size:
+                e = int(clash[0])
+                raise _coupling_error(s_name, shape, labels[j], e, owners[j][e], i)
+            owners[j][moved] = i
+
+
 def _find_owners(plan_parts, point, rng):
     """Owner (state element) of every child term element, by perturbation probes."""
     model, s_rv, terms_fn, labels = plan_parts
     shape, k = tuple(point[s_rv.name].shape), _n_states(model, s_rv, point)
     names = [v.name for v in model.value_vars]
     s_index = names.index(s_rv.name)
-    owners = None
-    for _ in range(_N_PROBE_PATHS):
-        args = [_probe_point(model, point, s_rv.name, rng)[n] for n in names]
-        base_s = rng.integers(0, k, size=shape)
-        args[s_index] = base_s
-        base = [np.asarray(t) for t in terms_fn(*args)]
-        if owners is None:
-            owners = [np.full(t.size, -1, dtype=np.int64) for t in base]
-        for i in range(base_s.size):  # one probe per state element (setup only)
-            probe = base_s.copy()
-            probe.flat[i] = (probe.flat[i] + rng.integers(1, k)) % k if k > 1 else probe.flat[i]
-            args[s_index] = probe
-            for j, t in enumerate(terms_fn(*args)):
-                moved = np.flatnonzero(_moved(t, base[j]))
-                clash = moved[(owners[j][moved] >= 0) & (owners[j][moved] != i)]
-                if clash.size:
-                    e = int(clash[0])
-                    raise _coupling_error(s_rv.name, shape, labels[j], e, owners[j][e], i)
-                owners[j][moved] = i
+    owners = []
+    for probe_point in _probe_points(model, point, s_rv.name, rng):
+        args = [probe_point[n] for n in names]
+        if k > 1:
+            _probe_path((terms_fn, args, s_index, k, shape, labels, s_rv.name), owners, rng)
+    if k == 1:  # one state: every term element belongs to its own (single-valued) element
+        args = [point[n] for n in names]
+        args[s_index] = np.zeros(shape, dtype=np.int64)
+        owners = [np.full(np.size(t), -1, dtype=np.int64) for t in terms_fn(*args)]
     return tuple(owners), s_index
 
 

@@ -174,18 +174,24 @@ def test_batched_chains_with_latent_children_and_pickle():
 def _coupled_model(vanishing):
     with pm.Model() as model:
         rates = pm.Gamma("rates", np.float64(2.0), np.float64(1.0), shape=2)
+        w = pm.DiscreteUniform("w", -1000, 1000)  # 0 at the initial point
         s = MarkovChain("s", INIT, TRANS, shape=T)
-        if vanishing:  # equal rates at the initial point: the coupling vanishes there
+        if vanishing == "rates":  # equal rates at the initial point: the coupling vanishes
             mu = rates[s[:-1]] * rates[s[1:]]
+        elif vanishing == "discrete":  # w = 0 at the initial point: the coupling vanishes
+            mu = rates[s[:-1]] + pt.abs(w) * rates[s[1:]]
         else:
             mu = rates[s[:-1]] + 0.5 * rates[s[1:]]
         pm.Poisson("y", mu, observed=Y[:-1])
     return model, s
 
 
-@pytest.mark.parametrize("vanishing", [False, True])
+@pytest.mark.parametrize("vanishing", ["no", "rates", "discrete"])
 def test_coupled_children_are_refused(vanishing):
+    """Terms reading s[t] and s[t+1] are refused, also when the coupling vanishes at the
+    initial point (equal rates; a discrete coefficient at its support point 0)."""
     model, s = _coupled_model(vanishing)
+    assert model.initial_point()["w"] == 0
     with model:
         with pytest.raises(ValueError, match="depends on several state elements"):
             FFBS([s])
