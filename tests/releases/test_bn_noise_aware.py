@@ -118,13 +118,26 @@ def test_joint_logp_matches_hand_sum(rng):
         functools.partial(pmdp.Geometric, epsilon=1.3),
     ],
 )
-def test_privacy_report_is_the_release_guarantee(mech):
+@pytest.mark.parametrize("projected", [False, True])
+def test_privacy_report_is_the_release_guarantee(mech, projected):
     rel = _release(NET3, np.array([[0, 1, 1], [1, 2, 0]]), mech)
-    report = pmdp.privacy_report(rel.model()).total
+    report = pmdp.privacy_report(rel.model(projected=projected)).total
     g = rel.guarantee()
     assert (report.epsilon, report.delta) == (g.epsilon, g.delta)
     if g.rho is not None:  # (the report also states pure epsilon as epsilon^2/2-zCDP)
         assert report.rho == g.rho
+
+
+def test_model_validation():
+    rel = _release(AB, np.array([[0, 1], [1, 1]]), functools.partial(pmdp.Laplace, epsilon=1.0))
+    with pytest.raises(ValueError, match="projected"):
+        rel.model(projected="yes")
+    with pytest.raises(ValueError, match="clashes"):
+        rel.model(name="x_a")
+    with pytest.raises(ValueError, match="name"):
+        rel.model(name="")
+    with pytest.raises(ValueError, match="prior"):
+        rel.model(prior=-1.0)
 
 
 # ---- the posterior against enumeration -------------------------------------------------------
