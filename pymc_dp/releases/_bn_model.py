@@ -61,10 +61,16 @@ def topological_order(network) -> tuple[str, ...]:
 
 
 def _priors(rel, prior) -> dict[str, np.ndarray]:
-    """Dirichlet concentrations per node, of the table's shape (validated by plugin_posterior)."""
-    alpha = rel.plugin_posterior(prior)
-    proj = rel.projected()
-    return {v: np.asarray(alpha[v] - proj[v], dtype=np.float64) for v in rel.network.nodes}
+    """Dirichlet concentrations per node, of the table's shape (validated as in
+    :meth:`BayesNetCountsRelease.plugin_posterior`)."""
+    rel.plugin_posterior(prior)  # raises ValueError naming prior when it is invalid
+    net = rel.network
+    if not isinstance(prior, Mapping):
+        prior = dict.fromkeys(net.nodes, prior)
+    return {
+        v: np.broadcast_to(np.asarray(prior[v], dtype=np.float64), net.table_shape(v)).copy()
+        for v in net.nodes
+    }
 
 
 def _config_index(network, v, records):
@@ -98,8 +104,6 @@ def build_bn_model(rel, prior=1.0, name: str = "release", projected: bool = Fals
     """The model of :meth:`BayesNetCountsRelease.model` (see the module docstring)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if isinstance(prior, Mapping):
-        prior = dict(prior)
     alpha = _priors(rel, prior)
     net = rel.network
     taken = {f"theta_{v}" for v in net.nodes} | {f"x_{v}" for v in net.nodes}

@@ -267,3 +267,16 @@ def test_projected_laplace_equals_raw(rng, mech):
         assert spread < 1e-9
     else:
         assert spread > 0.1
+
+
+def test_mapping_prior_rows():
+    """Per-node priors reach the Dirichlet rows in the table's C order (b: parents (c, a))."""
+    rel = _release(
+        NET3, np.array([[0, 1, 1], [1, 2, 0]]), functools.partial(pmdp.Laplace, epsilon=1.0)
+    )
+    pb = np.arange(1.0, 13.0).reshape(3, 2, 2)  # [c, a, b]
+    m = rel.model({"a": [1.0, 2.0], "c": 0.5, "b": pb})
+    a_of = {v: m[f"theta_{v}"].owner.inputs[-1].eval() for v in NET3.nodes}
+    np.testing.assert_array_equal(a_of["a"], [1.0, 2.0])
+    np.testing.assert_array_equal(a_of["c"], np.full((2, 3), 0.5))
+    np.testing.assert_array_equal(a_of["b"], pb.reshape(6, 2))
