@@ -65,7 +65,7 @@ from pymc_dp.distributions.markov_chain import MarkovChainRV, models_with_markov
 from pymc_dp.kernels.ffbs import ffbs_sample
 from pymc_dp.step_methods.claims import direct_rv_parents
 
-__all__ = ["FFBS", "FFBSPlan", "ffbs_plan"]
+__all__ = ["FFBS", "FFBSPlan", "emission_loglik", "ffbs_plan", "log_chain_params"]
 
 _JITTER_SD = 0.5
 _PROBE_SEED = 20261125
@@ -166,7 +166,7 @@ def _moved(a, b):
 
 
 def _coupling_error(s_name, shape, child, element, first, second):
-    idx = lambda i: str(tuple(int(j) for j in np.unravel_index(i, shape)))  # noqa: E731
+    idx = lambda i: "[" + ", ".join(str(int(j)) for j in np.unravel_index(i, shape)) + "]"  # noqa: E731
     return ValueError(
         f"FFBS cannot sample {s_name!r}: the log-density term of {child} at flat element "
         f"{element} depends on several state elements ({s_name}{idx(first)} and "
@@ -248,6 +248,21 @@ def ffbs_plan(model, s_rv, *, compile_kwargs=None, point=None) -> FFBSPlan:
     ValueError
         If ``s_rv`` is not a free MarkovChain of ``model``, or a child's term depends on more
         than one state element, or a free child's transform depends on the states.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import pytensor.tensor as pt
+    >>> from pymc_dp.distributions.markov_chain import MarkovChain
+    >>> with pm.Model() as model:
+    ...     s = MarkovChain("s", np.array([0.5, 0.5]), np.eye(2), shape=3)
+    ...     mu = pt.as_tensor(np.array([1.0, 5.0]))
+    ...     _ = pm.Poisson("y", mu[s[1:]] + mu[s[:-1]], observed=np.array([2, 6]))
+    >>> ffbs_plan(model, s)
+    Traceback (most recent call last):
+    ...
+    ValueError: FFBS cannot sample 's': ... depends on several state elements (s[0] and s[1])...
     """
     if s_rv not in model.free_RVs or not isinstance(s_rv.owner.op, MarkovChainRV):
         raise ValueError(f"FFBS samples free MarkovChain variables; {s_rv.name!r} is not one.")
@@ -284,8 +299,31 @@ def _cached_plan(model, s_rv):
 def emission_loglik(plan: FFBSPlan, args) -> np.ndarray:
     """``E[c, t, k]``: children's terms summed into their state element, for each state ``k``.
 
-    ``args`` are the value-variable values in ``plan.inputs`` order (the states' entry is
-    replaced).
+    Parameters
+    ----------
+    plan : FFBSPlan
+        From :func:`ffbs_plan`.
+    args : list of ndarray
+        Values of the value variables in ``plan.inputs`` order (the states' entry is ignored).
+
+    Returns
+    -------
+    ndarray, shape (C, T, K)
+        ``C`` chains (the leading axes of the states, flattened), ``T`` steps, ``K`` states.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import pytensor.tensor as pt
+    >>> from pymc_dp.distributions.markov_chain import MarkovChain
+    >>> with pm.Model() as model:
+    ...     s = MarkovChain("s", np.array([0.5, 0.5]), np.eye(2), shape=3)
+    ...     _ = pm.Normal("y", pt.as_tensor(np.array([0.0, 1.0]))[s], 1.0, observed=np.zeros(3))
+    >>> plan = ffbs_plan(model, s)
+    >>> e = emission_loglik(plan, [model.initial_point()[n] for n in plan.inputs])
+    >>> e.shape, bool(np.allclose(e[0, :, 0] - e[0, :, 1], 0.5))
+    ((1, 3, 2), True)
     """
     shape = plan.shape
     n = int(np.prod(shape))
@@ -306,8 +344,33 @@ def emission_loglik(plan: FFBSPlan, args) -> np.ndarray:
     return out.reshape(-1, shape[-1], plan.n_states)
 
 
-def _log_params(plan: FFBSPlan, args):
-    """Log initial probabilities (C, K) and log transition matrices (C, K, K)."""
+def log_chain_params(plan: FFBSPlan, args):
+    """Log initial probabilities and log transition matrices at a point, one per chain.
+
+    Parameters
+    ----------
+    plan : FFBSPlan
+        From :func:`ffbs_plan`.
+    args : list of ndarray
+        Values of the value variables in ``plan.inputs`` order.
+
+    Returns
+    -------
+    log_init : ndarray, shape (C, K)
+    log_trans : ndarray, shape (C, K, K)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> from pymc_dp.distributions.markov_chain import MarkovChain
+    >>> with pm.Model() as model:
+    ...     s = MarkovChain("s", np.array([0.5, 0.5]), np.eye(2), shape=(4, 3))
+    >>> plan = ffbs_plan(model, s)
+    >>> li, lt = log_chain_params(plan, [model.initial_point()[n] for n in plan.inputs])
+    >>> li.shape, lt.shape
+    ((4, 2), (4, 2, 2))
+    """
     init, trans = plan.params_fn(*args)
     batch, k = plan.shape[:-1], plan.n_states
     init = np.broadcast_to(init, (*batch, k)).reshape(-1, k)
@@ -371,7 +434,7 @@ class FFBS(BlockedStep):
         for plan in self._plans:
             args = [new_point[n] for n in plan.inputs]
             log_emis = emission_loglik(plan, args)
-            log_init, log_trans = _log_params(plan, args)
+            log_init, log_trans = log_chain_params(plan, args)
             states, _ = ffbs_sample(log_init, log_trans, log_emis, self.rng)
             old = point[plan.name]
             if old.shape != plan.shape:
