@@ -422,10 +422,10 @@ class FFBS(BlockedStep):
         self._plans = []
         for value_var in self.vars:
             rv = model.values_to_rvs[value_var]
-            if compile_kwargs or initial_point is not None:
+            plan = None if compile_kwargs else _cached_plan(model, rv)
+            point_shape = None if initial_point is None else np.shape(initial_point[rv.name])
+            if plan is None or (point_shape is not None and point_shape != plan.shape):
                 plan = ffbs_plan(model, rv, compile_kwargs=compile_kwargs, point=initial_point)
-            else:
-                plan = _cached_plan(model, rv)
             self._plans.append(plan)
 
     def step(self, point):
