@@ -10,10 +10,12 @@ censored observation (Foulds et al. 2016, eq. 16; Zhang et al. 2016, step 4)::
 so each cell needs ``logcdf(x) = log P(Y <= x)`` and ``logsf(x) = log P(Y >= x)`` of the noise
 ``Y``. All four built-in laws are symmetric, ``P(Y >= x) = P(Y <= -x)`` for every real ``x``
 (also for the integer laws), so ``logsf(x) = logcdf(-x)``. This module holds their numba scalar
-kernels ``f(x, params)`` (with the mechanism's own ``numba_params``), the numpy forms (a compiled
-loop over the flattened input) and :func:`censored_numba_logpdf`, the per-component kernel of the
-data-augmentation sweeps: its parameter row is ``[side, *mechanism params]`` with ``side`` 0
-(interior), -1 (at ``lower``) or +1 (at ``upper``).
+kernels ``f(x, params)`` (with the mechanism's own ``numba_params``) and the numpy forms (a
+compiled loop over the flattened input). Each built-in mechanism module also defines its
+censored kernel ``f(x, row)`` for the data-augmentation sweeps (a module-level ``njit``
+function, so that numba's on-disk cache of the sweeps, which records the kernel's type, can
+always find it again): the row is ``[side, *mechanism params]`` with ``side`` 0 (interior),
+-1 (at ``lower``) or +1 (at ``upper``).
 
 Numerics (relative error below 1e-13 at every finite result, tails included):
 
@@ -58,7 +60,6 @@ import numpy as np
 from pymc_dp.kernels.discrete_gaussian import numba_log_normalizer
 
 __all__ = [
-    "censored_numba_logpdf",
     "dg_logcdf",
     "dg_logsf",
     "erfcx",
@@ -254,45 +255,3 @@ def vectorized(f, x, params, *, survival: bool = False) -> np.ndarray:
     p = np.ascontiguousarray(params, dtype=np.float64)
     out = _apply(f, np.ascontiguousarray(xa.ravel()), p, -1.0 if survival else 1.0)
     return out.reshape(xa.shape)[()]
-
-
-_CENSORED: dict = {}
-
-
-def censored_numba_logpdf(logpdf, logcdf, logsf):
-    """The numba kernel ``f(x, row)`` of a censored noise law, ``row = [side, *params]``.
-
-    ``side == 0``: ``logpdf(x, params)``; ``side < 0``: ``logcdf(x, params)`` (the release sits
-    at its lower bound, ``x = lower - T``); ``side > 0``: ``logsf(x, params)`` (at its upper
-    bound). The function is built once per ``(logpdf, logcdf, logsf)`` and cached, so the
-    compiled sweeps specialised on it are reused.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from pymc_dp.mechanisms.laplace import Laplace
-    >>> m = Laplace(1.0)
-    >>> f = censored_numba_logpdf(m.numba_logpdf, m.numba_logcdf, m.numba_logsf)
-    >>> row = np.array([-1.0, 1.0])  # at the lower bound, b = 1
-    >>> bool(np.isclose(f(-2.0, row), -2.0 - np.log(2.0)))
-    True
-    >>> f is censored_numba_logpdf(m.numba_logpdf, m.numba_logcdf, m.numba_logsf)
-    True
-    """
-    key = (logpdf, logcdf, logsf)
-    fn = _CENSORED.get(key)
-    if fn is not None:
-        return fn
-
-    @numba.njit
-    def censored(x, row):  # pragma: no cover - compiled
-        side = row[0]
-        params = row[1:]
-        if side == 0.0:
-            return logpdf(x, params)
-        if side < 0.0:
-            return logcdf(x, params)
-        return logsf(x, params)
-
-    _CENSORED[key] = censored
-    return censored

@@ -330,12 +330,25 @@ class Mechanism(ABC):
     @property
     def numba_censored_logpdf(self):
         """The numba kernel ``f(x, row)`` of the censored noise law, ``row = [side, *params]``
-        (``side`` 0 interior, -1 at the lower bound, +1 at the upper bound); see
-        :func:`pymc_dp.mechanisms._tails.censored_numba_logpdf`."""
-        from pymc_dp.mechanisms._tails import censored_numba_logpdf
+        (``side`` 0: :attr:`numba_logpdf`, -1: :attr:`numba_logcdf` (at the lower bound),
+        +1: :attr:`numba_logsf` (at the upper bound)), or ``None``.
 
-        self.check_tails()
-        return censored_numba_logpdf(self.numba_logpdf, self.numba_logcdf, self.numba_logsf)
+        The built-in mechanisms return a module-level ``njit`` function. This default returns
+        ``None``: the data-augmentation step then runs censored releases of the mechanism
+        through its exact generic path (the PyTensor ``logcdf_pt``/``logsf_pt``). A subclass
+        may return its own module-level kernel (not a closure: numba's on-disk cache of the
+        compiled sweeps must be able to find it again by name).
+        """
+        return None
+
+    def _kernel_if_own(self, cls: type, kernel):
+        """``kernel`` when ``type(self)`` uses ``cls``'s numba density, tails and parameters,
+        else ``None`` (a subclass that changed any of them must not get ``cls``'s censored
+        kernel)."""
+        names = ("numba_logpdf", "numba_logcdf", "numba_logsf", "numba_params")
+        if all(getattr(type(self), n) is getattr(cls, n) for n in names):
+            return kernel
+        return None
 
     def noise_dist(self, **kwargs):
         """A PyMC ``.dist()`` variable of the noise law (``kwargs`` go to ``.dist``: size, rng).

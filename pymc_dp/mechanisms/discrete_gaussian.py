@@ -68,6 +68,7 @@ import math
 import numbers
 from fractions import Fraction
 
+import numba
 import numpy as np
 import pytensor.tensor as pt
 
@@ -106,6 +107,18 @@ def _as_epsilon_arg(epsilon) -> float:
     if not e >= 0.0:  # NaN fails
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     return e
+
+
+@numba.njit(cache=True)
+def _dg_censored(x, row):  # pragma: no cover - compiled
+    # row = [side, *numba_params]: side 0 interior, -1 at the lower bound, +1 at the upper
+    side = row[0]
+    params = row[1:]
+    if side == 0.0:
+        return _dg.numba_logpmf(x, params)
+    if side < 0.0:
+        return _tails.dg_logcdf(x, params)
+    return _tails.dg_logsf(x, params)
 
 
 class DiscreteGaussian(Mechanism):
@@ -272,6 +285,12 @@ class DiscreteGaussian(Mechanism):
     def numba_logsf(self):
         """``f(x, params) = log P(Y >= x)``."""
         return _tails.dg_logsf
+
+    @property
+    def numba_censored_logpdf(self):
+        """The censored kernel ``f(x, [side, *numba_params])`` (numba njit, module level);
+        ``None`` for a subclass that changed the numba density, tails or parameters."""
+        return self._kernel_if_own(DiscreteGaussian, _dg_censored)
 
     @property
     def noise_variance(self) -> float:

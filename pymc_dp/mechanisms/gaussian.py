@@ -61,6 +61,18 @@ def _gaussian_logpdf(x, params):  # pragma: no cover - compiled
     return -0.5 * z * z - math.log(s) - 0.9189385332046728
 
 
+@numba.njit(cache=True)
+def _gaussian_censored(x, row):  # pragma: no cover - compiled
+    # row = [side, *numba_params]: side 0 interior, -1 at the lower bound, +1 at the upper
+    side = row[0]
+    params = row[1:]
+    if side == 0.0:
+        return _gaussian_logpdf(x, params)
+    if side < 0.0:
+        return _tails.gaussian_logcdf(x, params)
+    return _tails.gaussian_logsf(x, params)
+
+
 class Gaussian(Mechanism):
     """Gaussian mechanism ``M(x) = x + N(0, σ²)``; ``ρ = Δ²/(2σ²)``-zCDP, exact (ε, δ) curve.
 
@@ -261,6 +273,12 @@ class Gaussian(Mechanism):
     def numba_logsf(self):
         """``f(x, params) = log P(Y >= x)`` (numba njit)."""
         return _tails.gaussian_logsf
+
+    @property
+    def numba_censored_logpdf(self):
+        """The censored kernel ``f(x, [side, *numba_params])`` (numba njit, module level);
+        ``None`` for a subclass that changed the numba density, tails or parameters."""
+        return self._kernel_if_own(Gaussian, _gaussian_censored)
 
     @property
     def noise_variance(self) -> float:

@@ -67,6 +67,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numba
 import numpy as np
 import pytensor.tensor as pt
 
@@ -83,6 +84,18 @@ from pymc_dp.mechanisms import _tails
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Geometric"]
+
+
+@numba.njit(cache=True)
+def _geometric_censored(x, row):  # pragma: no cover - compiled
+    # row = [side, *numba_params]: side 0 interior, -1 at the lower bound, +1 at the upper
+    side = row[0]
+    params = row[1:]
+    if side == 0.0:
+        return _dl.numba_logpmf(x, params)
+    if side < 0.0:
+        return _tails.geometric_logcdf(x, params)
+    return _tails.geometric_logsf(x, params)
 
 
 class Geometric(Mechanism):
@@ -221,6 +234,12 @@ class Geometric(Mechanism):
     def numba_logsf(self):
         """``f(x, params) = log P(Y >= x)``."""
         return _tails.geometric_logsf
+
+    @property
+    def numba_censored_logpdf(self):
+        """The censored kernel ``f(x, [side, *numba_params])`` (numba njit, module level);
+        ``None`` for a subclass that changed the numba density, tails or parameters."""
+        return self._kernel_if_own(Geometric, _geometric_censored)
 
     @property
     def noise_variance(self) -> float:

@@ -68,6 +68,18 @@ def _laplace_logpdf(x, params):  # pragma: no cover - compiled
     return -abs(np.float64(x)) / b - 0.6931471805599453 - math.log(b)
 
 
+@numba.njit(cache=True)
+def _laplace_censored(x, row):  # pragma: no cover - compiled
+    # row = [side, *numba_params]: side 0 interior, -1 at the lower bound, +1 at the upper
+    side = row[0]
+    params = row[1:]
+    if side == 0.0:
+        return _laplace_logpdf(x, params)
+    if side < 0.0:
+        return _tails.laplace_logcdf(x, params)
+    return _tails.laplace_logsf(x, params)
+
+
 class Laplace(Mechanism):
     """Laplace mechanism ``M(x) = x + Laplace(0, b)``; ``ε = Δ / b`` (pure ε-DP).
 
@@ -223,6 +235,12 @@ class Laplace(Mechanism):
     def numba_logsf(self):
         """``f(x, params) = log P(Y >= x)`` (numba njit, ``params = [b]``)."""
         return _tails.laplace_logsf
+
+    @property
+    def numba_censored_logpdf(self):
+        """The censored kernel ``f(x, [side, *numba_params])`` (numba njit, module level);
+        ``None`` for a subclass that changed the numba density, tails or parameters."""
+        return self._kernel_if_own(Laplace, _laplace_censored)
 
     @property
     def noise_variance(self) -> float:

@@ -162,11 +162,14 @@ class ReleaseArrays:
     @property
     def one_family(self) -> bool:
         """Whether all releases share one numba noise log-density (the kernel takes one)."""
+        if self.sides is not None:
+            return len({id(m.numba_censored_logpdf) for m in self.mechs}) == 1
         return len({id(m.numba_logpdf) for m in self.mechs}) == 1
 
     @property
     def logpdf(self):
-        """The numba kernel of the block: the noise log-density, or its censored form."""
+        """The numba kernel of the block: the noise log-density, or its censored form
+        (``None`` when the mechanism has no numba censored kernel: generic path)."""
         if self.sides is None:
             return self.mechs[0].numba_logpdf
         return self.mechs[0].numba_censored_logpdf
@@ -222,9 +225,10 @@ def release_arrays(model, releases) -> ReleaseArrays:
 
 def _try_additive(g, rel: ReleaseArrays):
     """The first candidate decomposition that compiles and passes the checks, or None."""
-    if not rel.one_family:
-        # the compiled kernel takes one noise log-density; releases of several families go
-        # through the exact generic path (PyTensor log-densities of every mechanism)
+    if not rel.one_family or rel.logpdf is None:
+        # the compiled kernel takes one noise log-density; releases of several families (or
+        # censored releases of a mechanism without a numba censored kernel) go through the
+        # exact generic path (PyTensor log-densities of every mechanism)
         return None
     cache = []
 
