@@ -48,8 +48,10 @@ __all__ = [
     "Release",
     "ReleaseRV",
     "announce_model",
+    "censored_logp_pt",
     "censoring_bounds",
     "check_within_bounds",
+    "clip_to_bounds",
     "is_random_variable",
     "is_release",
     "on_release_registered",
@@ -177,9 +179,9 @@ class ReleaseRV(SymbolicRandomVariable):
         noise = mechanism.noise_dist(size=stat_.shape)
         value_ = stat_ + noise
         if mechanism.integer:
-            value_ = _clip(value_.astype("int64"), lower, upper, "int64")
+            value_ = clip_to_bounds(value_.astype("int64"), lower, upper, "int64")
         else:
-            value_ = _clip(value_.astype("float64"), lower, upper, "float64")
+            value_ = clip_to_bounds(value_.astype("float64"), lower, upper, "float64")
         updates = collect_default_updates(inputs=[stat_], outputs=[value_])
         rngs = list(updates.keys())
         next_rngs = [updates[r] for r in rngs]
@@ -418,11 +420,19 @@ def check_within_bounds(observed, lo, hi, release: str) -> None:
                 )
 
 
-def _clip(value, lower, upper, dtype: str):
-    """``value`` clipped to the bounds (constants), kept in ``dtype``."""
+def clip_to_bounds(value, lower, upper, dtype: str):
+    """``value`` (PyTensor) clipped to the constant bounds (``None``: no bound; ``±inf``: no
+    bound in that cell), kept in ``dtype``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> clip_to_bounds(pt.as_tensor(np.array([-2, 5, 9])), np.array(0.0), None, "int64").eval()
+    array([0, 5, 9])
+    """
     if lower is None and upper is None:
         return value
-    big = np.float64(2.0**62) if dtype == "int64" else np.inf
+    big = np.float64(2.0**62) if str(dtype).startswith("int") else np.inf
     lo = -big if lower is None else np.where(np.isinf(lower), -big, lower)
     hi = big if upper is None else np.where(np.isinf(upper), big, upper)
     lo_c = pt.as_tensor_variable(np.asarray(lo).astype(dtype))
@@ -438,6 +448,33 @@ def _as_int(value):
         return None
 
 
+def censored_logp_pt(mechanism, value, resid, lower=None, upper=None):
+    """Per-cell log-likelihood of released ``value`` with residual ``resid = value - T``
+    (PyTensor, float64): the noise log-density, ``log P(noise <= resid)`` where ``value ==
+    lower``, ``log P(noise >= resid)`` where ``value == upper``, and ``-inf`` outside
+    ``[lower, upper]``. ``lower``/``upper`` are constant arrays or ``None``.
+
+    Examples
+    --------
+    >>> import numpy as np, pytensor.tensor as pt
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> v = pt.as_tensor(np.array([0.0, 1.0, 3.0]))
+    >>> lp = censored_logp_pt(Laplace(1.0), v, v - 1.0, np.array(0.0), np.array(3.0)).eval()
+    >>> bool(np.allclose(lp, [np.log(0.5) - 1.0, -np.log(2.0), np.log(0.5) - 2.0]))
+    True
+    """
+    lp = mechanism.logpdf_pt(resid)
+    if lower is not None:  # at the lower bound: log P(noise <= lower - T)
+        lo = pt.as_tensor_variable(np.asarray(lower, np.float64))
+        lp = pt.switch(pt.eq(value, lo), mechanism.logcdf_pt(resid), lp)
+        lp = pt.switch(pt.lt(value, lo), -np.inf, lp)
+    if upper is not None:  # at the upper bound: log P(noise >= upper - T)
+        hi = pt.as_tensor_variable(np.asarray(upper, np.float64))
+        lp = pt.switch(pt.eq(value, hi), mechanism.logsf_pt(resid), lp)
+        lp = pt.switch(pt.gt(value, hi), -np.inf, lp)
+    return lp
+
+
 @_logprob.register(ReleaseRV)
 def _release_logp(op, values, statistic, *rngs, **kwargs):
     [value] = values
@@ -445,17 +482,7 @@ def _release_logp(op, values, statistic, *rngs, **kwargs):
     # (|z| <= 2**53 for integer mechanisms) is exact in float64
     v = pt.cast(value, "float64")
     resid = v - pt.cast(statistic, "float64")
-    mech = op.mechanism
-    lp = mech.logpdf_pt(resid)
-    if op.lower is not None:  # at the lower bound: log P(noise <= lower - T)
-        lo = pt.as_tensor_variable(op.lower)
-        lp = pt.switch(pt.eq(v, lo), mech.logcdf_pt(resid), lp)
-        lp = pt.switch(pt.lt(v, lo), -np.inf, lp)
-    if op.upper is not None:  # at the upper bound: log P(noise >= upper - T)
-        hi = pt.as_tensor_variable(op.upper)
-        lp = pt.switch(pt.eq(v, hi), mech.logsf_pt(resid), lp)
-        lp = pt.switch(pt.gt(v, hi), -np.inf, lp)
-    return lp
+    return censored_logp_pt(op.mechanism, v, resid, op.lower, op.upper)
 
 
 @_support_point.register(ReleaseRV)
