@@ -215,22 +215,27 @@ def test_non_markov_chain_is_refused():
 
 
 def test_emission_loglik_sums_feature_terms_into_their_state():
-    """E[c, t, k] for two regions, a (R, T, F) feature child and a (R, T) child, against the
-    terms computed by hand (exact to 1e-12); the initial/transition parameters per region."""
+    """E[c, t, k] for two regions, a (R, T, F) feature child, an (R, T) child and a masked
+    child whose masked elements read no state, against the terms computed by hand (exact to
+    1e-12); the initial/transition parameters per region."""
     rates = np.array([[0.5, 2.0, 1.0], [4.0, 1.5, 3.0]])  # (K, F)
     y = np.arange(2 * 3 * 3).reshape(2, 3, 3) % 5
     w = np.array([[0.1, -0.3, 2.0], [1.0, 0.0, -1.0]])
     init = np.array([[0.6, 0.4], [0.1, 0.9]])
+    mask = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
     with pm.Model() as model:
         s = MarkovChain("s", init, TRANS, shape=(2, 3))
         pm.Poisson("y", pt.as_tensor(rates)[s], observed=y)
         pm.Normal("w", pt.as_tensor(np.array([0.0, 1.0]))[s], 1.0, observed=w)
+        # elements with mask 0 read no state: they must not be attributed to any
+        pm.Normal("v", pt.as_tensor(np.array([0.0, 2.0]))[s] * mask, 1.0, observed=w)
     plan = ffbs_plan(model, s)
     point = model.initial_point()
     log_emis = emission_loglik(plan, [point[n] for n in plan.inputs])
     expected = np.empty((2, 3, 2))
     for k in range(2):
         expected[..., k] = stats.poisson.logpmf(y, rates[k]).sum(-1) + stats.norm.logpdf(w, k, 1)
+        expected[..., k] += np.where(mask > 0, stats.norm.logpdf(w, 2.0 * k, 1), 0.0)
     np.testing.assert_allclose(log_emis, expected, rtol=1e-12)
     log_init, log_trans = log_chain_params(plan, [point[n] for n in plan.inputs])
     np.testing.assert_allclose(np.exp(log_init), init, rtol=1e-15)
