@@ -121,6 +121,8 @@ __all__ = [
     "TAIL_NATS",
     "TAIL_TOL",
     "StaticWindow",
+    "censored_finite_support_marginal",
+    "check_censored_marginal",
     "finite_support_marginal",
     "get_marginal",
     "register_marginal",
@@ -599,6 +601,40 @@ def finite_support_marginal(value, base_rv, mechanism):
     lp_ref, rel = _noise_relative_to(mechanism, value - lo.astype("float64"), lo - k)
     lse = safe_logsumexp(base_lp + rel, axis=0)
     return _check_base_parameters(lp_ref + lse, checked_rv)
+
+
+def check_censored_marginal(base_op) -> None:
+    """``NotImplementedError`` unless a clipped observation of ``base_op`` has an exact
+    marginal (:func:`censored_finite_support_marginal`: bases with a finite support)."""
+    op_type = base_op if isinstance(base_op, type) else type(base_op)
+    if _support.dispatch(op_type) is _support.dispatch(object):
+        raise NotImplementedError(
+            f"a clipped (lower/upper) privatized observation of {_op_name(op_type)} has no "
+            "exact marginal here (only bases with a finite support: Bernoulli, Binomial, "
+            "BetaBinomial, Categorical, DiscreteUniform). Use pymc_dp.Release(name, "
+            "statistic, mechanism, observed=..., lower=..., upper=...) with latent records"
+        )
+
+
+def censored_finite_support_marginal(value, base_rv, mechanism, lower, upper):
+    """Clipped observation ``z = clip(y + noise, lower, upper)`` of a finite-support base:
+    ``log sum_y p(y) L(z | y)`` over the support, with ``L`` the noise density where
+    ``lower < z < upper``, ``P(noise <= lower - y)`` where ``z == lower`` and
+    ``P(noise >= upper - y)`` where ``z == upper`` (``-inf`` outside the bounds).
+    Costs ``len(support)`` evaluations per record.
+    """
+    from pymc_dp.distributions.release import censored_logp_pt
+
+    lo, hi = _finite_support(base_rv)
+    hi = pt.maximum(hi, lo)
+    checked_rv = base_rv
+    base_rv = _clip_probabilities(_float64_base(base_rv))
+    value = pt.as_tensor_variable(value).astype("float64")
+    k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), value.ndim)
+    k = pt.broadcast_to(k, (k.shape[0], *value.shape))
+    base_lp = pm.logp(base_rv, k, warn_rvs=False)
+    noise_lp = censored_logp_pt(mechanism, value, value - k.astype("float64"), lower, upper)
+    return _check_base_parameters(safe_logsumexp(base_lp + noise_lp, axis=0), checked_rv)
 
 
 def _noise_relative_to(mechanism, t, delta):

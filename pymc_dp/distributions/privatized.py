@@ -41,8 +41,17 @@ from pymc_dp.distributions._observed import (
     declared_shape,
     prepare_observed,
 )
-from pymc_dp.distributions.marginals import get_marginal
-from pymc_dp.distributions.release import announce_model
+from pymc_dp.distributions.marginals import (
+    censored_finite_support_marginal,
+    check_censored_marginal,
+    get_marginal,
+)
+from pymc_dp.distributions.release import (
+    announce_model,
+    censoring_bounds,
+    check_within_bounds,
+    clip_to_bounds,
+)
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = ["Privatized", "PrivatizedRV", "privatized_mechanisms"]
@@ -58,19 +67,36 @@ class PrivatizedRV(SymbolicRandomVariable):
     extended_signature = "(),[rng]->[rng],()"
     _print_name = ("Privatized", "\\operatorname{Privatized}")
 
-    def __init__(self, *args, mechanism: Mechanism, **kwargs):
+    def __init__(self, *args, mechanism: Mechanism, lower=None, upper=None, **kwargs):
         self.mechanism = mechanism
+        #: censoring bounds of a clipped observation (float64 arrays or None)
+        self.lower = lower
+        self.upper = upper
         super().__init__(*args, **kwargs)
+
+    @property
+    def censored(self) -> bool:
+        """Whether the observation was clipped to bounds."""
+        return self.lower is not None or self.upper is not None
+
+    def _bounds_key(self):
+        return tuple(
+            None if b is None else (b.shape, b.tobytes()) for b in (self.lower, self.upper)
+        )
 
     def __eq__(self, other):
         # mechanisms are immutable values: equal laws and guarantees make equal Ops
-        return super().__eq__(other) and self.mechanism == other.mechanism
+        return (
+            super().__eq__(other)
+            and self.mechanism == other.mechanism
+            and self._bounds_key() == other._bounds_key()
+        )
 
     def __hash__(self):
-        return hash((super().__hash__(), self.mechanism))
+        return hash((super().__hash__(), self.mechanism, self._bounds_key()))
 
     @classmethod
-    def rv_op(cls, dist, *, mechanism: Mechanism, size=None, rng=None):
+    def rv_op(cls, dist, *, mechanism: Mechanism, lower=None, upper=None, size=None, rng=None):
         rng = normalize_rng_param(rng)
         size = normalize_size_param(size)
         if rv_size_is_none(size):
@@ -81,7 +107,15 @@ class PrivatizedRV(SymbolicRandomVariable):
         noise_ = mechanism.noise_dist(size=dist_.shape, rng=rng_)
         next_rng_ = collect_default_updates([noise_], inputs=[rng_], must_be_shared=False)[rng_]
         z_ = dist_ + noise_
-        return cls(inputs=[dist_, rng_], outputs=[next_rng_, z_], mechanism=mechanism)(dist, rng)
+        z_ = clip_to_bounds(z_, lower, upper, z_.dtype)
+        op = cls(
+            inputs=[dist_, rng_],
+            outputs=[next_rng_, z_],
+            mechanism=mechanism,
+            lower=lower,
+            upper=upper,
+        )
+        return op(dist, rng)
 
 
 class Privatized(Distribution):
@@ -102,6 +136,17 @@ class Privatized(Distribution):
         ``NotImplementedError`` when the model is built. ``False``: the true values become a
         latent variable ``f"{name}_true"`` (same shape and dims) and the observation is
         conditioned on it through the noise density.
+    lower, upper : float or array_like, optional
+        Bounds of a clipped observation ``z = clip(y + noise, lower, upper)`` (constants
+        broadcastable to the variable, ``±inf`` for no bound in a cell; integers for an
+        integer mechanism; ``lower < upper``; observed values must lie in between). The
+        log-likelihood is then the exact censored marginal
+        ``log sum_y p(y) L(z | y)`` with ``L`` the noise density inside, ``P(noise <=
+        lower - y)`` at ``lower`` and ``P(noise >= upper - y)`` at ``upper``; it is available
+        for bases with a finite support (Bernoulli, Binomial, BetaBinomial, Categorical,
+        DiscreteUniform) and ``marginalize=True``; other cases raise
+        ``NotImplementedError`` (use :class:`pymc_dp.Release` with ``lower``/``upper`` and
+        latent records instead).
     **kwargs
         ``observed``, ``dims``, ``shape``, ... as for any PyMC distribution.
 
@@ -142,6 +187,18 @@ class Privatized(Distribution):
     def __new__(cls, name, dist, mechanism, *args, marginalize: bool = True, **kwargs):
         _check_inputs(dist, mechanism)
         model = pm.modelcontext(kwargs.get("model"))
+        lo, hi = censoring_bounds(
+            kwargs.pop("lower", None), kwargs.pop("upper", None), integer=mechanism.integer
+        )
+        if lo is not None or hi is not None:
+            if not marginalize:
+                raise NotImplementedError(
+                    f"Privatized({name!r}, ..., marginalize=False) with lower/upper is not "
+                    "supported: model the clipped release with pymc_dp.Release(name, "
+                    "statistic, mechanism, observed=..., lower=..., upper=...) and latent "
+                    "records instead"
+                )
+            kwargs.update(lower=lo, upper=hi)
         # released values: finite, in range, integers for an integer mechanism (whose base
         # ``_check_inputs`` requires to be integer), of the declared shape; pm.Data releases are
         # also checked in the graph, so pm.set_data gets the same refusals
@@ -154,6 +211,7 @@ class Privatized(Distribution):
                 shape=shape,
                 fixed=fixed,
             )
+            check_within_bounds(kwargs["observed"], lo, hi, name)
         if marginalize:
             return super().__new__(cls, name, dist, mechanism, *args, **kwargs)
         dims = kwargs.get("dims")
@@ -171,12 +229,17 @@ class Privatized(Distribution):
         return rv
 
     @classmethod
-    def dist(cls, dist, mechanism, **kwargs):
+    def dist(cls, dist, mechanism, *, lower=None, upper=None, **kwargs):
         """The unnamed variable ``dist + noise`` (see the class docstring)."""
         _check_inputs(dist, mechanism)
-        # fail at model-building time on unsupported pairs
-        get_marginal(dist.owner.op, mechanism)
-        return super().dist([dist], mechanism=mechanism, **kwargs)
+        lo, hi = censoring_bounds(lower, upper, integer=mechanism.integer)
+        if lo is not None or hi is not None:
+            mechanism.check_tails("the privatized observation")
+            check_censored_marginal(dist.owner.op)
+        else:
+            # fail at model-building time on unsupported pairs
+            get_marginal(dist.owner.op, mechanism)
+        return super().dist([dist], mechanism=mechanism, lower=lo, upper=hi, **kwargs)
 
 
 def _check_inputs(dist, mechanism):
@@ -202,6 +265,8 @@ def _check_inputs(dist, mechanism):
 @_logprob.register(PrivatizedRV)
 def privatized_logprob(op, values, base_rv, rng, **kwargs):
     (value,) = values
+    if getattr(op, "censored", False):
+        return censored_finite_support_marginal(value, base_rv, op.mechanism, op.lower, op.upper)
     marginal = get_marginal(base_rv.owner.op, op.mechanism)
     return marginal(value, base_rv, op.mechanism)
 
@@ -211,7 +276,8 @@ def change_privatized_size(op, rv, new_size, expand=False):
     base, _rng = rv.owner.inputs
     if expand:
         new_size = tuple(new_size) + tuple(base.shape)
-    return PrivatizedRV.rv_op(base, mechanism=op.mechanism, size=new_size)
+    bounds = {"lower": getattr(op, "lower", None), "upper": getattr(op, "upper", None)}
+    return PrivatizedRV.rv_op(base, mechanism=op.mechanism, size=new_size, **bounds)
 
 
 @pm.distributions.distribution._support_point.register(PrivatizedRV)
