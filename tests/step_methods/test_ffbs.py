@@ -240,3 +240,24 @@ def test_emission_loglik_sums_feature_terms_into_their_state():
     log_init, log_trans = log_chain_params(plan, [point[n] for n in plan.inputs])
     np.testing.assert_allclose(np.exp(log_init), init, rtol=1e-15)
     np.testing.assert_allclose(np.exp(log_trans), np.stack([TRANS, TRANS]), rtol=1e-15)
+
+
+def test_without_children_samples_the_prior_and_potentials_count():
+    """No child: FFBS draws follow the MarkovChain law itself (chi-square of 8000 draws over
+    16 paths at rate 1e-6; control: the transposed-P law is rejected). A Potential reading the
+    states is a child term like any other."""
+    with pm.Model() as model:
+        MarkovChain("s", INIT, TRANS, shape=T)
+    draws = sample_states(model)
+    prior = path_log_prior(INIT, TRANS, PATHS)
+    assert_gof(chisquare_gof(codes(draws), lambda c: prior[c]), what="prior")
+    wrong = path_log_prior(INIT, TRANS.T / TRANS.T.sum(1, keepdims=True), PATHS)
+    assert_rejects(chisquare_gof(codes(draws), lambda c: wrong[c]), what="transposed P")
+    with pm.Model() as model:
+        s = MarkovChain("s", INIT, TRANS, shape=T)
+        pm.Potential("only_zero", pt.switch(pt.eq(s, 0), 0.0, -np.inf))
+        step = FFBS([s], rng=2)
+    point = model.initial_point()
+    for _ in range(20):
+        point, _ = step.step(point)
+        np.testing.assert_array_equal(point["s"], 0)
