@@ -33,6 +33,8 @@ from pytensor.tensor.variable import TensorVariable
 __all__ = ["MarkovChain", "MarkovChainRV", "markov_chain", "models_with_markov_chains"]
 
 _ROW_SUM_TOL = 1e-8
+# PyTensor caches the compiled draw under this key: bump it whenever the numba draw changes.
+_NUMBA_CACHE_VERSION = 1
 
 # Models holding a MarkovChain variable (weakly referenced), so that a step finds the model of a
 # chain when ``pm.sample(model=m)`` runs outside ``with m:``.
@@ -119,7 +121,7 @@ def _markov_chain_numba_core(op, node):
         return out
 
     random_fn.handles_out = True
-    return random_fn, 1
+    return random_fn, _NUMBA_CACHE_VERSION
 
 
 def _constant_value(var):
