@@ -217,10 +217,11 @@ class Laplace(Mechanism):
         """``log P(Y <= x)`` as a float64 PyTensor graph (both branches finite)."""
         x = pt.as_tensor_variable(x).astype("float64")
         b = pt.as_tensor_variable(np.float64(self.scale))
-        t = pt.abs(x) / b
-        below = -t - np.float64(math.log(2.0))
-        above = pt.log1p(np.float64(-0.5) * pt.exp(-t))
-        return pt.switch(pt.lt(x, np.float64(0.0)), below, above)
+        zero = np.float64(0.0)
+        # each branch on its own side of 0 (finite values and gradients, d/dx = 1/b at 0)
+        below = pt.minimum(x, zero) / b - np.float64(math.log(2.0))
+        above = pt.log1p(np.float64(-0.5) * pt.exp(-pt.maximum(x, zero) / b))
+        return pt.switch(pt.lt(x, zero), below, above)
 
     def logsf_pt(self, x):
         """``log P(Y >= x)`` as a float64 PyTensor graph."""

@@ -219,3 +219,23 @@ def test_user_mechanism_without_tails_gets_clear_error():
     assert OwnDensity(1.0).numba_censored_logpdf is None
     assert Laplace(1.0).numba_censored_logpdf is not None
     Laplace(1.0).check_tails("z")  # the built-in one has them
+
+
+@pytest.mark.parametrize("mech", [Laplace(1.3), Gaussian(2.0)], ids=["laplace", "gaussian"])
+def test_gradients_finite_and_exact(mech):
+    """d/dx of logcdf_pt / logsf_pt: finite far into both tails and equal to the exact
+    derivative (density / CDF; scipy's log_ndtr for the Gaussian, closed form for Laplace)."""
+    x = np.array([-1e4, -80.0, -5.0, -2.1, -0.3, 0.0, 0.4, 3.0, 60.0, 1e4])
+    xv = pt.dvector("x")
+    for fn, sign in ((mech.logcdf_pt, 1.0), (mech.logsf_pt, -1.0)):
+        g = pytensor.function([xv], pytensor.grad(fn(xv).sum(), xv))(x)
+        assert np.all(np.isfinite(g))
+        if isinstance(mech, Gaussian):
+            u = sign * x / mech.sigma
+            want = sign * np.exp(stats.norm.logpdf(u) - special.log_ndtr(u)) / mech.sigma
+        else:
+            t, b = sign * x, mech.scale  # d/dt log F(t): 1/b below 0, e/(2b(1 - e/2)) above
+            e = np.exp(-np.abs(t) / b)
+            want = sign * np.where(t < 0, 1.0 / b, e / (2.0 * b * (1.0 - e / 2.0)))
+        # 1e-8: PyTensor's erfcx gradient (2 t erfcx(t) - 2/sqrt(pi)) cancels at |u| = 5000
+        np.testing.assert_allclose(g, want, rtol=1e-8, atol=1e-300)

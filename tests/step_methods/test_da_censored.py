@@ -254,3 +254,33 @@ def test_three_way_table_exact_posterior(censored):
     print(f"3-way table: z={res.z:.2f} ess={res.ess:.0f}; swapped-axes control z={wrong.z:.2f}")
     assert res.passed
     assert not wrong.passed
+
+
+def test_uncensored_blocks_unchanged_and_user_mechanism_takes_generic_path():
+    """A block without a censored release keeps the mechanism's own kernel and parameter
+    rows (no side column); a censored release of a user subclass whose numba density differs
+    from the built-in's gets no built-in censored kernel and runs through the generic path."""
+    from pymc_dp.mechanisms.base import _NOISE_DISTS, register_noise_dist
+
+    mech = Gaussian(2.0)
+    with pm.Model():
+        x = pm.Bernoulli("x", p=0.5, shape=N)
+        Release("z", x.sum(), mech, observed=1.5)
+        spec = DataAugmentation([x])._blocks[0]
+    assert spec.logpdf is mech.numba_logpdf
+    np.testing.assert_array_equal(spec.params, mech.numba_params[None, :])
+
+    class MyGaussian(Gaussian):
+        @property
+        def numba_logpdf(self):  # same law, another kernel object
+            return Gaussian(1.0).numba_logpdf
+
+    register_noise_dist(MyGaussian, _NOISE_DISTS[Gaussian])
+    try:
+        with pm.Model():
+            x = pm.Bernoulli("x", p=0.5, shape=N)
+            Release("z", x.sum(), MyGaussian(2.0), observed=0.0, lower=0, upper=N)
+            step = DataAugmentation([x])
+        assert step._blocks[0].generic
+    finally:
+        del _NOISE_DISTS[MyGaussian]
