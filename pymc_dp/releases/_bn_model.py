@@ -20,9 +20,10 @@ concatenated in node order, with the release's own mechanism: :func:`pymc_dp.pri
 the model is then the release's guarantee. (One ``Release`` per table with the same mechanism
 would be counted ``|I|`` times.)
 
-By default the model conditions on the raw noisy tables the release object holds. With
-``projected=True`` it conditions on what Alg. 1 outputs, the tables clipped to ``[0, n]``
-(step 4), as a censored release (``Release(..., lower=0, upper=n)``): a cell at 0 contributes
+The model conditions on the tables as published: the raw noisy tables, or for a release
+published projected (``release_bayes_net_counts(..., project=True)``, what Alg. 1 outputs: the
+tables clipped to ``[0, n]``, step 4) a censored release (``Release(..., lower=0, upper=n)``):
+a cell at 0 contributes
 ``log P(noise <= -T)``, a cell at ``n`` ``log P(noise >= n - T)``, the others the noise
 density. For Laplace noise and counts ``T`` in ``[0, n]`` both give the same posterior (the
 Laplace tail beyond the clip point is proportional to the density at it, with a factor free of
@@ -100,7 +101,7 @@ def _node(network, v, alpha, records, n):
     return pt.eq(cell[:, None], pt.arange(size)[None, :]).astype("int64").sum(axis=0)
 
 
-def build_bn_model(rel, prior=1.0, name: str = "release", projected: bool = False) -> pm.Model:
+def build_bn_model(rel, prior=1.0, name: str = "release") -> pm.Model:
     """The model of :meth:`BayesNetCountsRelease.model` (see the module docstring)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -109,12 +110,10 @@ def build_bn_model(rel, prior=1.0, name: str = "release", projected: bool = Fals
     taken = {f"theta_{v}" for v in net.nodes} | {f"x_{v}" for v in net.nodes}
     if name in taken:
         raise ValueError(f"name {name!r} clashes with a model variable; pick another")
-    if not isinstance(projected, bool):
-        raise ValueError(f"projected must be True or False, got {projected!r}")
-    tables = rel.projected() if projected else rel.tables
-    observed = np.concatenate([np.asarray(tables[v]).ravel() for v in net.nodes])
+    observed = np.concatenate([np.asarray(rel.tables[v]).ravel() for v in net.nodes])
     observed = observed.astype(np.int64 if rel.mechanism.integer else np.float64)
-    bounds = {"lower": 0, "upper": int(rel.n)} if projected else {}
+    proj = rel.projection
+    bounds = {} if proj is None else {"lower": proj[0], "upper": proj[1]}
     with pm.Model() as model:
         records: dict = {}
         counts = {v: _node(net, v, alpha[v], records, rel.n) for v in topological_order(net)}

@@ -25,7 +25,7 @@ exact, not bounds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
@@ -227,6 +227,10 @@ class BayesNetCountsRelease:
         Number of records (public under replace-one neighbours).
     sensitivity : tuple of float
         ``(2|I|, sqrt(2|I|))``, L1 and L2 (Lemma 1).
+    projection : tuple or None
+        ``(0, n)`` when the data holder published the noisy tables clipped to ``[0, n]``
+        (Alg. 1 step 4, ``project=True``), else ``None``. :meth:`model` then conditions on
+        the clipped tables exactly (a censored :class:`pymc_dp.Release`).
     """
 
     network: DiscreteBayesNet
@@ -234,6 +238,7 @@ class BayesNetCountsRelease:
     mechanism: Mechanism
     n: int
     sensitivity: tuple[float, float]
+    projection: tuple | None = field(default=None)
 
     def guarantee(self) -> PrivacyGuarantee:
         """The privacy guarantee per individual with one record: ``mechanism.guarantee()`` at
@@ -286,7 +291,7 @@ class BayesNetCountsRelease:
                 raise ValueError(f"prior for {v!r} must broadcast to shape {t.shape}") from None
         return out
 
-    def model(self, prior=1.0, *, projected: bool = False, name: str = "release"):
+    def model(self, prior=1.0, *, name: str = "release"):
         """The noise-aware PyMC model of this release: CPTs, latent records and the release.
 
         For every node ``v``: ``theta_<v>``, a Dirichlet per parent configuration (shape
@@ -299,16 +304,16 @@ class BayesNetCountsRelease:
         ``pm.sample`` picks the data-augmentation step for the records (one block: each record
         is redrawn whole) and conjugate Gibbs for the ``theta``.
 
+        The model conditions on :attr:`tables` as published: the raw noisy tables, or for a
+        release published projected (:attr:`projection` ``(0, n)``, Alg. 1 step 4) the
+        clipped tables, as a censored release (``Release(..., lower=0, upper=n)``: a clipped
+        cell contributes the noise's tail probability beyond the clip point). For Laplace
+        noise both give the same posterior; for Gaussian and discrete noise they differ.
+
         Parameters
         ----------
         prior : float or mapping of str to array_like, default 1.0
             Dirichlet concentrations, as in :meth:`plugin_posterior`.
-        projected : bool, default False
-            ``False``: condition on the raw noisy tables (:attr:`tables`). ``True``: condition
-            on :meth:`projected`, the tables clipped to ``[0, n]`` that Alg. 1 outputs (step
-            4), as a censored release (``Release(..., lower=0, upper=n)``: a clipped cell
-            contributes the noise's tail probability beyond the clip point). For Laplace noise
-            both give the same posterior; for Gaussian and discrete noise they differ.
         name : str, default "release"
             Name of the Release variable.
 
@@ -331,10 +336,12 @@ class BayesNetCountsRelease:
         """
         from pymc_dp.releases._bn_model import build_bn_model
 
-        return build_bn_model(self, prior, name, projected)
+        return build_bn_model(self, prior, name)
 
 
-def release_bayes_net_counts(data, network, *, mechanism, rng=None) -> BayesNetCountsRelease:
+def release_bayes_net_counts(
+    data, network, *, mechanism, rng=None, project: bool = False
+) -> BayesNetCountsRelease:
     """Release the count tables of a discrete Bayesian network once (Zhang et al. 2016, Alg. 1).
 
     Parameters
@@ -349,6 +356,11 @@ def release_bayes_net_counts(data, network, *, mechanism, rng=None) -> BayesNetC
         calibrated here with the exact sensitivity. Zhang et al. use Laplace.
     rng : numpy.random.Generator, optional
         For simulations; ``None`` draws the noise from the operating system's secure source.
+    project : bool, default False
+        Publish the noisy tables clipped to ``[0, n]`` (Alg. 1 step 4, what Zhang et al.
+        output) instead of the raw noisy tables. Post-processing: the privacy guarantee is
+        unchanged. The release remembers it (:attr:`~BayesNetCountsRelease.projection`), and
+        ``model()`` conditions on the clipped tables exactly (censored likelihood).
 
     Returns
     -------
@@ -369,16 +381,25 @@ def release_bayes_net_counts(data, network, *, mechanism, rng=None) -> BayesNetC
     >>> rel.mechanism.scale, rel.guarantee().epsilon, rel.tables["x"].shape
     (8.0, 0.5, (2, 2))
     """
+    if not isinstance(project, bool):
+        raise ValueError(f"project must be True or False, got {project!r}")
     true = bayes_net_count_tables(data, network)
     sens = network.sensitivity()
     mech = _calibrate(mechanism, sens, integer_stat=True)
     flat = np.concatenate([t.ravel() for t in true.values()])
     noisy = mech.release(flat, rng=rng)
+    n = int(next(iter(true.values())).sum())
+    if project:  # clip in the released dtype (integers stay integers)
+        noisy = np.clip(noisy, 0, n)
     tables, start = {}, 0
     for v, t in true.items():
         tables[v] = _readonly(noisy[start : start + t.size].reshape(t.shape))
         start += t.size
-    n = int(next(iter(true.values())).sum())
     return BayesNetCountsRelease(
-        network=network, tables=MappingProxyType(tables), mechanism=mech, n=n, sensitivity=sens
+        network=network,
+        tables=MappingProxyType(tables),
+        mechanism=mech,
+        n=n,
+        sensitivity=sens,
+        projection=(0, n) if project else None,
     )

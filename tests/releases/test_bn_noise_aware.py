@@ -4,8 +4,10 @@
   records, and the model's joint log-density at a point equals a hand-written sum (Dirichlet
   rows, categorical records indexed by their parents' configuration, Laplace noise of every
   cell) on a network with a two-parent node; the privacy report is the release's guarantee.
-  With ``projected=True`` and Laplace noise the log-density differs from the raw model's by a
-  constant over records (the same posterior); with Gaussian noise it does not (control).
+  For a release published projected (``project=True``: tables clipped to ``[0, n]``) and
+  Laplace noise the log-density differs from the raw model's by a constant over records (the
+  same posterior); with Gaussian noise it does not (control). ``project=True`` publishes
+  exactly the clipped raw tables.
 * Posterior, statistically: on ``a -> b`` (binary) with ``n = 8`` records, ``P(b = 1 | a = 0)``
   from ``pm.sample`` against the exact posterior by enumeration over all ``4^8`` record
   vectors (a mixture of Beta posteriors weighted by the prior predictive of the record vector
@@ -44,13 +46,19 @@ AB = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
 NET3 = DiscreteBayesNet({"a": 2, "c": 3, "b": 2}, {"b": ["c", "a"], "c": ["a"]})
 
 
-def _release(net, data, mech, tables=None):
-    rel = release_bayes_net_counts(data, net, mechanism=mech, rng=np.random.default_rng(0))
+def _release(net, data, mech, tables=None, project=False):
+    """A release of ``data``; with ``tables``, a release object holding those tables (clipped
+    to ``[0, n]`` when ``project``) in place of the drawn ones."""
+    rel = release_bayes_net_counts(
+        data, net, mechanism=mech, rng=np.random.default_rng(0), project=project
+    )
     if tables is None:
         return rel
     from types import MappingProxyType
 
-    tabs = {v: np.asarray(tables[v], dtype=np.float64) for v in net.nodes}
+    hi = rel.n if project else np.inf
+    tabs = {v: np.clip(np.asarray(tables[v], dtype=np.float64), 0.0 if project else -np.inf, hi)
+            for v in net.nodes}  # fmt: skip
     return type(rel)(**{**rel.__dict__, "tables": MappingProxyType(tabs)})
 
 
@@ -118,10 +126,10 @@ def test_joint_logp_matches_hand_sum(rng):
         functools.partial(pmdp.Geometric, epsilon=1.3),
     ],
 )
-@pytest.mark.parametrize("projected", [False, True])
-def test_privacy_report_is_the_release_guarantee(mech, projected):
-    rel = _release(NET3, np.array([[0, 1, 1], [1, 2, 0]]), mech)
-    report = pmdp.privacy_report(rel.model(projected=projected)).total
+@pytest.mark.parametrize("project", [False, True])
+def test_privacy_report_is_the_release_guarantee(mech, project):
+    rel = _release(NET3, np.array([[0, 1, 1], [1, 2, 0]]), mech, project=project)
+    report = pmdp.privacy_report(rel.model()).total
     g = rel.guarantee()
     assert (report.epsilon, report.delta) == (g.epsilon, g.delta)
     if g.rho is not None:  # (the report also states pure epsilon as epsilon^2/2-zCDP)
@@ -130,8 +138,8 @@ def test_privacy_report_is_the_release_guarantee(mech, projected):
 
 def test_model_validation():
     rel = _release(AB, np.array([[0, 1], [1, 1]]), functools.partial(pmdp.Laplace, epsilon=1.0))
-    with pytest.raises(ValueError, match="projected"):
-        rel.model(projected="yes")
+    with pytest.raises(ValueError, match="project"):
+        release_bayes_net_counts([[0, 1]], AB, mechanism=rel.mechanism, project="yes")
     with pytest.raises(ValueError, match="clashes"):
         rel.model(name="x_a")
     with pytest.raises(ValueError, match="name"):
@@ -176,8 +184,8 @@ def _laplace(z, scale):
     return lambda t: stats.laplace.logpdf(z[None, :] - t, scale=scale)
 
 
-def _draws(rel, projected=False, seed=11):
-    with rel.model(ALPHA, projected=projected) as m:
+def _draws(rel, seed=11):
+    with rel.model(ALPHA) as m:
         idata = pm.sample(
             draws=4000, tune=500, chains=2, cores=1, random_seed=seed, progressbar=False,
             compute_convergence_checks=False,
@@ -233,10 +241,11 @@ def test_projected_gaussian_posterior_matches_enumeration():
     Gaussian tail probabilities. Control: the clipped values taken as exact observations
     (density at the clip point), the right likelihood for Laplace only."""
     mech = pmdp.Gaussian(SIGMA, sensitivity=2.0)
-    rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG)
-    zp = rel.projected()
+    rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG, project=True)
+    zp = rel.tables
+    assert rel.projection == (0, N)
     assert np.sum(zp["b"] == 0.0) == 2 and np.sum(zp["b"] == N) == 1
-    _, draws = _draws(rel, projected=True, seed=12)
+    _, draws = _draws(rel, seed=12)
     grid = np.linspace(1e-6, 1 - 1e-6, 20_001)
     ok, chk = grid_posterior_check(
         draws, grid, _mixture_logpdf(grid, _censored_gaussian(zp, SIGMA))
@@ -259,8 +268,9 @@ def _logp_fn(model):
 def test_projected_laplace_equals_raw(rng, mech):
     """Exact: for Laplace the projected (censored) model's log-density differs from the raw
     model's by a constant over all records (the same posterior); for Gaussian (control) not."""
-    rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG)
-    raw, proj = _logp_fn(rel.model(ALPHA)), _logp_fn(rel.model(ALPHA, projected=True))
+    zeros = np.zeros((N, 2), dtype=int)
+    raw = _logp_fn(_release(AB, zeros, mech, ZG).model(ALPHA))
+    proj = _logp_fn(_release(AB, zeros, mech, ZG, project=True).model(ALPHA))
     diffs = [proj(x) - raw(x) for x in rng.integers(0, 2, size=(6, N, 2))]
     spread = max(diffs) - min(diffs)
     if isinstance(mech, pmdp.Laplace):
@@ -280,3 +290,23 @@ def test_mapping_prior_rows():
     np.testing.assert_array_equal(a_of["a"], [1.0, 2.0])
     np.testing.assert_array_equal(a_of["c"], np.full((2, 3), 0.5))
     np.testing.assert_array_equal(a_of["b"], pb.reshape(6, 2))
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [functools.partial(pmdp.Laplace, epsilon=0.5), functools.partial(pmdp.Geometric, epsilon=0.5)],
+)
+def test_project_publishes_the_clipped_tables(rng, mech):
+    data = np.column_stack([rng.integers(0, k, 5) for k in NET3.cardinalities])
+    raw = release_bayes_net_counts(data, NET3, mechanism=mech, rng=np.random.default_rng(7))
+    pub = release_bayes_net_counts(
+        data, NET3, mechanism=mech, rng=np.random.default_rng(7), project=True
+    )
+    assert raw.projection is None and pub.projection == (0, 5)
+    assert pub.guarantee() == raw.guarantee()
+    for v in NET3.nodes:
+        np.testing.assert_array_equal(pub.tables[v], np.clip(raw.tables[v], 0, 5))
+        assert pub.tables[v].dtype == raw.tables[v].dtype
+    # the published release is modelled as censored, the raw one not
+    release = pub.model()["release"]
+    assert release.owner.op.censored and not raw.model()["release"].owner.op.censored
