@@ -23,11 +23,11 @@ would be counted ``|I|`` times.)
 The model conditions on the tables as published: the raw noisy tables, or for a release
 published projected (``release_bayes_net_counts(..., project=True)``, what Alg. 1 outputs: the
 tables clipped to ``[0, n]``, step 4) a censored release (``Release(..., lower=0, upper=n)``):
-a cell at 0 contributes
-``log P(noise <= -T)``, a cell at ``n`` ``log P(noise >= n - T)``, the others the noise
-density. For Laplace noise and counts ``T`` in ``[0, n]`` both give the same posterior (the
-Laplace tail beyond the clip point is proportional to the density at it, with a factor free of
-``T``), so clipping loses nothing; for Gaussian and discrete mechanisms they differ.
+a cell at 0 contributes ``log P(noise <= -T)``, a cell at ``n`` ``log P(noise >= n - T)``, the
+others the noise density. For Laplace noise and counts ``T`` in ``[0, n]`` both give the same
+posterior (the Laplace tail beyond the clip point is proportional to the density at it, with a
+factor free of ``T``), so clipping loses nothing; for Gaussian and discrete mechanisms they
+differ.
 """
 
 from __future__ import annotations
