@@ -14,6 +14,8 @@ and call ``pm.sample()``:
 * the release side: :func:`release_sufficient_statistics` clamps data, releases a conjugate
   family's sufficient statistics through a mechanism and returns the plug-in posterior and the
   noise-aware model; :class:`OnePosteriorSample` (Foulds et al. 2016);
+* :class:`MarkovChain` is the latent state chain of a hidden Markov model; ``pm.sample`` gives it
+  the :class:`FFBS` step (forward filtering, backward sampling of every chain's whole path);
 * noise distributions :class:`Skellam`, :class:`DiscreteLaplace`, :class:`DiscreteNormal`,
   :class:`Bessel` are ordinary PyMC distributions.
 
@@ -26,6 +28,7 @@ from pymc_dp.distributions.bessel import Bessel
 from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
 from pymc_dp.distributions.discrete_normal import DiscreteNormal
 from pymc_dp.distributions.marginals import register_marginal, registered_marginals
+from pymc_dp.distributions.markov_chain import MarkovChain
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.distributions.release import Release
 from pymc_dp.distributions.skellam import Skellam
@@ -43,6 +46,7 @@ from pymc_dp.releases import (
 )
 from pymc_dp.step_methods import (
     CONJUGATE_STEPS,
+    FFBS,
     ConjugateGibbs,
     CountAugmentation,
     DataAugmentation,
@@ -53,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CONJUGATE_STEPS",
+    "FFBS",
     "Bessel",
     "ConjugateGibbs",
     "CountAugmentation",
@@ -63,6 +68,7 @@ __all__ = [
     "Gaussian",
     "Geometric",
     "Laplace",
+    "MarkovChain",
     "Mechanism",
     "OnePosteriorSample",
     "PrivacyGuarantee",

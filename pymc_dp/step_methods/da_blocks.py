@@ -32,6 +32,12 @@ from pymc.pytensorf import compile
 from pytensor.compile.mode import Mode
 
 from pymc_dp.distributions.release import is_release, record_parents
+from pymc_dp.step_methods.chain_records import (
+    CHAIN_ADVICE,
+    chain_kind,
+    chain_message,
+    is_shift_coupling,
+)
 from pymc_dp.step_methods.claims import direct_rv_parents
 from pymc_dp.step_methods.da_checks import (
     RowCheck,
@@ -273,10 +279,18 @@ def _row_terms(model, block_rvs, observed_children, values, n, label):
     ):
         observed = rv not in block_set
         if term.type.ndim == 0 or term.type.shape[0] not in (None, n):
+            kind = None if observed else chain_kind(rv)
+            if kind is not None:
+                what = f"{rv.name!r} is drawn from {kind}, one joint law over its {n} rows"
+                raise ValueError(chain_message(label, what))
             raise ValueError(joint_message(rv, label, n, observed))
         state = row_states([term], leaves, n)[term]
         if isinstance(state, Coupled):
-            raise ValueError(coupled_message(rv, label, state, observed))
+            msg = coupled_message(rv, label, state, observed)
+            if is_shift_coupling(state.reason):
+                msg += " If the records form a chain (a record's law reads the previous record): "
+                msg += CHAIN_ADVICE
+            raise ValueError(msg)
         if isinstance(state, Unknown):
             undecided.append((rv, state))
         row_terms.append(rows(term, n))

@@ -55,8 +55,9 @@ RTOL = 1e-9
 RESTATE = (
     "Restate the model so that the terms of record i read only row i of the record "
     "variables (align the rows of coupled variables, e.g. reorder data instead of writing "
-    "x[::-1] or x[1:]; a process such as a random walk or a Markov chain can be written with "
-    "its independent innovations as the records and the statistic in terms of them), put "
+    "x[::-1] or x[1:]; a random walk or an autoregression can be written with its independent "
+    "innovations as the records and the statistic in terms of them, and records driven by a "
+    "discrete Markov chain as a hidden Markov model with pymc_dp.MarkovChain latent states), put "
     "values that belong together in one record (a record variable of shape (n, k)), or sample "
     "the model without DataAugmentation (pass step=[...] to pm.sample, e.g. NUTS on a "
     "differentiable model)."
