@@ -146,6 +146,8 @@ def draw_emissions(stats, offsets, z, emission_prior, rng):
     Returns
     -------
     numpy.ndarray of shape (K, C)
+        Entries at least ``1e-300`` (so their logarithms are finite). If every gamma draw of
+        a block underflows to 0 (concentrations far below 1e-3), that block is set uniform.
 
     Examples
     --------
@@ -169,6 +171,10 @@ def draw_emissions(stats, offsets, z, emission_prior, rng):
             for c in range(offsets[f], offsets[f + 1]):
                 phi[k, c] = rng.standard_gamma(alpha[k, c])
                 total += phi[k, c]
+            if not total > 0.0:  # every gamma draw underflowed (all concentrations tiny)
+                for c in range(offsets[f], offsets[f + 1]):
+                    phi[k, c] = 1.0
+                total = float(offsets[f + 1] - offsets[f])
             for c in range(offsets[f], offsets[f + 1]):
                 phi[k, c] = max(phi[k, c] / total, 1e-300)
     return phi
