@@ -275,3 +275,47 @@ def test_model_samples_with_ffbs_and_nuts():
     phi = np.asarray(idata.posterior["emission"])
     assert s.shape == (1, 10, 2, 4) and set(np.unique(s)) <= {0, 1}
     assert phi.shape == (1, 10, 2, 2) and np.all((phi > 0) & (phi < 1))
+
+
+def _study():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "study_private_hmm.py"
+    spec = importlib.util.spec_from_file_location("study_private_hmm", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_study_score_and_tiny_run(tmp_path):
+    """The case study's score takes the best label permutation (hand case), and the script runs
+    end to end at a tiny size without the PyMC fits."""
+    mod = _study()
+    truth = np.array([[0, 0, 1, 1]])
+    draws = np.array([[[1, 1, 0, 0]], [[1, 1, 0, 1]], [[1, 0, 0, 0]]])  # labels swapped
+    phi = np.array([[0.2, 0.8]])
+    phi_draws = np.array([[[0.7, 0.3]], [[0.9, 0.1]]])  # mean (0.8, 0.2): swapped
+    acc, mae = mod.score(draws, phi_draws, truth, phi)
+    assert acc == 1.0 and mae == pytest.approx(0.0, abs=1e-12)
+    acc, mae = mod.score(draws, phi_draws[:, :, ::-1], truth, phi)
+    assert acc == 1.0 and mae == pytest.approx(0.6)
+    out = tmp_path / "hmm.md"
+    mod.main(
+        [
+            "--shape",
+            "3",
+            "12",
+            "--repeats",
+            "2",
+            "--states",
+            "2",
+            "--out",
+            str(out),
+            "--methods",
+            "non-private",
+            "plug-in",
+        ]
+    )
+    text = out.read_text()
+    assert "| 2 | 0.1 | plug-in | 2 |" in text and "noise-aware |" not in text
