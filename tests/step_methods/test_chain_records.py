@@ -40,7 +40,11 @@ def _markov_chain():
 
 @pytest.mark.parametrize(
     "build, kind",
-    [(_grw, "a random walk"), (_ar, "an autoregressive process"), (_markov_chain, "a Markov chain")],
+    [
+        (_grw, "a random walk"),
+        (_ar, "an autoregressive process"),
+        (_markov_chain, "a Markov chain"),
+    ],
 )
 def test_chain_records_point_to_the_hmm(build, kind):
     msg = _refusal(build)
@@ -79,9 +83,7 @@ def test_joint_law_that_is_not_a_chain_keeps_its_message():
 def test_chains_as_records_are_accepted():
     """Control: one whole chain per record (shape (records, steps)) is a valid record block."""
     with pm.Model():
-        s = pmdp.MarkovChain(
-            "s", np.full(2, 0.5), np.array([[0.9, 0.1], [0.2, 0.8]]), shape=(5, 4)
-        )
+        s = pmdp.MarkovChain("s", np.full(2, 0.5), np.array([[0.9, 0.1], [0.2, 0.8]]), shape=(5, 4))
         pmdp.Release("z", pt.eq(s, 1).sum(), pmdp.Laplace(epsilon=1.0, sensitivity=4.0),
                      observed=9.0)  # fmt: skip
         DataAugmentation([s])
