@@ -9,6 +9,16 @@
   2015): one draw of a tempered posterior, epsilon-DP from a bound on the log-likelihood's
   range; exact draws for truncated Beta-Bernoulli and Dirichlet-categorical, a tempered
   likelihood for a general PyMC model.
+* :func:`release_bayes_net_counts` — the count tables of a discrete Bayesian network (Zhang et
+  al. 2016, Alg. 1), optionally projected to ``[0, n]``; its release gives the plug-in posterior
+  and the noise-aware model; :func:`private_map` is Alg. 3.
+* :func:`release_hmm_counts` — per-step feature counts of a private HMM (Foulds et al. 2016,
+  Sec. 5), with the plug-in Gibbs sampler and the noise-aware PyMC model (:class:`MarkovChain`
+  states, sampled by the FFBS step).
+
+``project=True`` publishes the noisy statistics clipped to their valid region (Foulds eq. 16,
+Zhang step 4); the noise-aware models then condition on them exactly (a censored
+:class:`~pymc_dp.distributions.release.Release`).
 
 Neighbouring datasets are replace-one (``n`` public), as in the rest of pymc_dp.
 """
@@ -24,6 +34,14 @@ from pymc_dp.releases.bayes_net_map import (
     map_selection_log_probabilities,
     map_utility_sensitivity,
     private_map,
+)
+from pymc_dp.releases.hmm import (
+    HMMCountsRelease,
+    HMMPrior,
+    PluginGibbsResult,
+    hmm_count_sensitivity,
+    hmm_count_table,
+    release_hmm_counts,
 )
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
@@ -41,17 +59,23 @@ from pymc_dp.releases.sufficient import (
 __all__ = [
     "BayesNetCountsRelease",
     "DiscreteBayesNet",
+    "HMMCountsRelease",
+    "HMMPrior",
     "NormalInverseGamma",
     "OnePosteriorSample",
+    "PluginGibbsResult",
     "PrivateMAP",
     "SufficientStatisticsRelease",
     "bayes_net_count_tables",
     "beta_bernoulli_log_likelihood_range",
     "dirichlet_categorical_log_likelihood_range",
+    "hmm_count_sensitivity",
+    "hmm_count_table",
     "map_selection_log_probabilities",
     "map_utility_sensitivity",
     "private_map",
     "release_bayes_net_counts",
+    "release_hmm_counts",
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
     "truncated_beta_rvs",
