@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_zhang_fig1.py"
 Z = 4.89
@@ -50,6 +51,7 @@ def test_study_tiny_shows_the_trend(tmp_path):
     assert not _trend_z(table, "non-private") > Z  # negative control: no trend
 
 
+@pytest.mark.slow  # 20 s cold; the model's exactness is tested in test_bn_noise_aware.py
 def test_noise_aware_fit_smoke():
     """One noise-aware fit (tiny chains) returns an accuracy; the sampler spends epsilon."""
     mod = _study()
