@@ -307,8 +307,8 @@ class SufficientStatisticsRelease:
             t, self.n, self.dimension, _prior(prior, ("mu", "precision", "alpha", "beta"))
         )
 
-    def model(self, prior=None, *, name: str = "release"):
-        """The noise-aware PyMC model of this release (Bernoulli, categorical, Poisson, Normal).
+    def model(self, prior=None, *, name: str = "release", covariates=None):
+        """The noise-aware PyMC model of this release (every family).
 
         Latent records ``x`` (``n`` of them) from the family with a conjugate prior on its
         parameters (``p``; ``p``; ``lam``; ``mu`` and ``v``, the Normal mean and variance), and
@@ -318,16 +318,47 @@ class SufficientStatisticsRelease:
         Gibbs step for the parameters; :func:`pymc_dp.privacy_report` reports the release.
         ``prior`` as in :meth:`plugin_posterior`.
 
+        Linear regression: latent predictors ``X`` (``n x d``) and responses ``y`` (``n``),
+        both private; ``y | X ~ Normal(X beta, sqrt(v))`` with the Normal-Inverse-Gamma prior
+        of :meth:`plugin_posterior` (``prior = (mu, precision, alpha, beta)``: ``v ~
+        InvGamma(alpha, beta)``, ``beta | v ~ Normal(mu, v precision^-1)``; no default). The
+        released vector is computed from ``clip(X, xl, xh)`` and ``clip(y, yl, yh)`` in the
+        release's layout (upper triangle of ``X'X`` row by row, ``X'y``, ``y'y``); no
+        intercept column is added, as in the release (an intercept is a column of ``X``, see
+        ``covariates``). The coefficients are sampled as ``beta_white ~ Normal(0, sqrt(v))``
+        (``d``) with ``beta = mu + L^-T beta_white``, ``L L' = precision`` (the same prior),
+        reported as the deterministic ``beta``; ``pm.sample`` assigns conjugate Gibbs steps to
+        ``v`` and ``beta_white`` and the data-augmentation step to the records ``(X, y)``.
+
+        Parameters
+        ----------
+        prior : mapping or tuple, optional
+            As in :meth:`plugin_posterior` (required for Poisson, Normal and regression).
+        name : str, default "release"
+            Name of the :class:`pymc_dp.Release` variable.
+        covariates : callable, optional
+            Linear regression only: ``covariates(n, d) -> X``, called inside the model, returns
+            the predictors, a PyMC random variable of shape ``(n, d)`` registered in the model
+            (or a tensor built from such variables, e.g. a column of ones joined to one).
+            Default: independent Normal predictors with weakly informative hyperpriors centred
+            in the declared box ``[xl, xh]`` (centre ``c``, half-width ``h``), per column
+            ``j``: ``X_v[j] ~ InvGamma(2, h²)``, ``X_mu[j] ~ Normal(c, sqrt(X_v[j]))``,
+            ``X[i, j] ~ Normal(X_mu[j], sqrt(X_v[j]))`` (conjugate Gibbs for ``X_mu, X_v``).
+
         Raises
         ------
         ValueError
-            For linear regression: write the model with :class:`pymc_dp.Release` yourself
-            (latent records clipped with ``pt.clip`` to the declared bounds and the statistic
-            of :attr:`names` computed from them), with priors of your choice.
+            For an invalid ``prior`` (naming the parameter: e.g. a precision matrix that is
+            not symmetric positive definite), ``covariates`` returning a tensor that is not
+            2-D of shape ``(n, d)`` or reads random variables outside the model, or
+            ``covariates`` given for a family without predictors.
+        TypeError
+            When ``covariates`` is not callable or does not return a PyTensor tensor.
 
         Examples
         --------
-        >>> import numpy as np, pymc_dp as pmdp
+        >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+        >>> import pytensor.tensor as pt
         >>> from pymc_dp.releases import release_sufficient_statistics
         >>> rel = release_sufficient_statistics(np.array([1, 0, 1]), "bernoulli",
         ...     mechanism=pmdp.Geometric(epsilon=1.0, sensitivity=2),
@@ -335,10 +366,21 @@ class SufficientStatisticsRelease:
         >>> m = rel.model()
         >>> sorted(v.name for v in m.free_RVs), pmdp.privacy_report(m).total.epsilon
         (['p', 'x'], 1.0)
+        >>> X = np.column_stack([np.ones(4), [0.1, 0.5, 0.9, 0.3]])
+        >>> reg = release_sufficient_statistics((X, np.array([0.2, 0.4, 1.1, 0.3])),
+        ...     "linear_regression", bounds=((0.0, 1.0), (-2.0, 2.0)),
+        ...     mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=15.0),
+        ...     rng=np.random.default_rng(2))
+        >>> def with_intercept(n, d):
+        ...     x = pm.Uniform("x", 0.0, 1.0, shape=(n, d - 1))
+        ...     return pt.concatenate([pt.ones((n, 1)), x], axis=1)
+        >>> m = reg.model((np.zeros(2), np.eye(2), 2.0, 1.0), covariates=with_intercept)
+        >>> sorted(v.name for v in m.free_RVs)
+        ['beta_white', 'v', 'x', 'y']
         """
         from pymc_dp.releases._models import build_model
 
-        return build_model(self, prior, name)
+        return build_model(self, prior, name, covariates)
 
     def noise_aware_count_posterior(self, prior=None) -> np.ndarray:
         """``P(s | z)`` for ``s = 0..n``: the success count given a Bernoulli release.
