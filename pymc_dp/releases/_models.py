@@ -143,8 +143,9 @@ def _check_covariates(X, model, n: int, d: int):
     built in ``model`` (every random variable it reads registered there)."""
     if not isinstance(X, TensorVariable):
         raise TypeError(
-            "covariates(n, d) must return a PyMC random variable (or a tensor of them) of "
-            f"shape ({n}, {d}) built inside the model, got {type(X).__name__}"
+            "covariates(n, d) must return a PyMC random variable of shape "
+            f"({n}, {d}) built inside the model (or a tensor built from such variables, or "
+            f"public data: pm.Data), got {type(X).__name__}"
         )
     if X.ndim != 2 or X.dtype.startswith(("complex", "bool")):
         raise ValueError(

@@ -339,7 +339,9 @@ class SufficientStatisticsRelease:
         covariates : callable, optional
             Linear regression only: ``covariates(n, d) -> X``, called inside the model, returns
             the predictors, a PyMC random variable of shape ``(n, d)`` registered in the model
-            (or a tensor built from such variables, e.g. a column of ones joined to one).
+            (or a tensor built from such variables, e.g. a column of ones joined to one). Public
+            predictors may be given as data (``pm.Data``, an observed variable or a constant
+            tensor): then only ``y`` is latent.
             Default: independent Normal predictors with weakly informative hyperpriors centred
             in the declared box ``[xl, xh]`` (centre ``c``, half-width ``h``), per column
             ``j``: ``X_v[j] ~ InvGamma(2, h²)``, ``X_mu[j] ~ Normal(c, sqrt(X_v[j]))``,

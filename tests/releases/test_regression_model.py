@@ -30,6 +30,7 @@ from pymc_dp.testing import mcse_check
 
 K = 4.891638475698591  # two-sided normal quantile of 1e-6
 REG = FAMILIES["linear_regression"]
+GOOD = (np.zeros(2), np.eye(2), 2.0, 1.0)  # a valid prior for d = 2
 
 
 def _release(X, y, bounds, mechanism):
@@ -87,6 +88,21 @@ def test_intercept_column_through_covariates(rng):
     _, assigned = assign_step_methods(model)
     names = {c.__name__: sorted(v.name for v in vs) for c, vs in assigned.items()}
     assert names == {"DataAugmentation": ["y", "z"], "ConjugateGibbs": ["beta_white", "v_log__"]}
+
+
+def test_public_predictors_as_data(rng):
+    """Predictors given as ``pm.Data`` are public: only ``y`` is latent, and the statistic reads
+    the clamped data."""
+    n, bounds = 5, ((0.0, 1.0), (-1.0, 1.0))
+    X, y = rng.uniform(-0.5, 1.5, size=(n, 2)), rng.normal(0.0, 1.0, size=n)
+    rel = _release(X, y, bounds, pmdp.Laplace(epsilon=1.0, sensitivity=100.0))
+    model = rel.model(GOOD, covariates=lambda n, d: pm.Data("X_public", X))
+    got = _model_statistic(model)({"y": y})
+    expect = REG.statistic(REG.records((X, y), rel.bounds), rel.bounds)
+    np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
+    _, assigned = assign_step_methods(model)
+    names = {c.__name__: sorted(v.name for v in vs) for c, vs in assigned.items()}
+    assert names == {"DataAugmentation": ["y"], "ConjugateGibbs": ["beta_white", "v_log__"]}
 
 
 @pytest.mark.parametrize(
@@ -234,9 +250,6 @@ def test_posterior_means_match_importance_sampling():
 def _small():
     return _release(np.zeros((3, 2)), np.zeros(3), ((0.0, 1.0), (0.0, 1.0)),
                     pmdp.Laplace(epsilon=1.0, sensitivity=20.0))  # fmt: skip
-
-
-GOOD = (np.zeros(2), np.eye(2), 2.0, 1.0)
 
 
 @pytest.mark.parametrize(
