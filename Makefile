@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint format bench clean venv
+.PHONY: demo test test-slow lint format bench clean venv docs
 
 venv: $(STAMP)
 
@@ -29,6 +29,12 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# the Sphinx site, warnings as errors; needs the docs extra: $(PY) -m pip install -e ".[dev,docs]"
+docs: $(STAMP)
+	@$(PY) -c "import sphinx, pydata_sphinx_theme, myst_nb, numpydoc" 2>/dev/null \
+	  || $(PY) -m pip install --quiet -e ".[dev,docs]"
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
