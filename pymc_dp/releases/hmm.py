@@ -409,6 +409,15 @@ class HMMCountsRelease:
         -------
         pymc.Model
 
+        Notes
+        -----
+        Under the default (symmetric) prior the states are exchangeable: relabelling them
+        leaves the posterior unchanged, so different chains can settle on different labels and
+        summaries pooled over chains (``az.summary``) then mix the states (R-hat flags it).
+        Compare chains after relabelling each by a feature's emission order, or give the
+        states distinguishable priors (e.g. ``HMMPrior(init=[...])`` with unequal
+        concentrations).
+
         Raises
         ------
         NotImplementedError
