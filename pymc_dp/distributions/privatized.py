@@ -47,6 +47,7 @@ from pymc_dp.distributions.marginals import (
     get_marginal,
 )
 from pymc_dp.distributions.release import (
+    MechanismRV,
     announce_model,
     censoring_bounds,
     check_within_bounds,
@@ -57,43 +58,15 @@ from pymc_dp.mechanisms.base import Mechanism
 __all__ = ["Privatized", "PrivatizedRV", "privatized_mechanisms"]
 
 
-class PrivatizedRV(SymbolicRandomVariable):
+class PrivatizedRV(MechanismRV):
     """Symbolic RV ``base + noise``; inputs ``(base_rv, noise_rng)``, outputs ``(next_rng, z)``.
 
-    ``mechanism`` (an Op attribute) is the mechanism that produced the noise.
+    ``mechanism`` (an Op attribute) is the mechanism that produced the noise; ``lower`` and
+    ``upper`` the censoring bounds of a clipped observation.
     """
 
-    inline_logprob = False
     extended_signature = "(),[rng]->[rng],()"
     _print_name = ("Privatized", "\\operatorname{Privatized}")
-
-    def __init__(self, *args, mechanism: Mechanism, lower=None, upper=None, **kwargs):
-        self.mechanism = mechanism
-        #: censoring bounds of a clipped observation (float64 arrays or None)
-        self.lower = lower
-        self.upper = upper
-        super().__init__(*args, **kwargs)
-
-    @property
-    def censored(self) -> bool:
-        """Whether the observation was clipped to bounds."""
-        return self.lower is not None or self.upper is not None
-
-    def _bounds_key(self):
-        return tuple(
-            None if b is None else (b.shape, b.tobytes()) for b in (self.lower, self.upper)
-        )
-
-    def __eq__(self, other):
-        # mechanisms are immutable values: equal laws and guarantees make equal Ops
-        return (
-            super().__eq__(other)
-            and self.mechanism == other.mechanism
-            and self._bounds_key() == other._bounds_key()
-        )
-
-    def __hash__(self):
-        return hash((super().__hash__(), self.mechanism, self._bounds_key()))
 
     @classmethod
     def rv_op(cls, dist, *, mechanism: Mechanism, lower=None, upper=None, size=None, rng=None):

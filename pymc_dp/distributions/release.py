@@ -45,6 +45,7 @@ from pymc_dp.distributions._observed import (
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = [
+    "MechanismRV",
     "Release",
     "ReleaseRV",
     "announce_model",
@@ -135,22 +136,26 @@ def record_parents(statistic) -> list[Variable]:
     return sorted(set(found), key=lambda v: order.get(v, 0))
 
 
-class ReleaseRV(SymbolicRandomVariable):
-    """Symbolic RV of ``statistic + noise``; the mechanism is kept as ``op.mechanism``."""
+class MechanismRV(SymbolicRandomVariable):
+    """A symbolic RV whose value went through a mechanism, possibly clipped to bounds.
+
+    Shared by :class:`ReleaseRV` and :class:`~pymc_dp.distributions.privatized.PrivatizedRV`:
+    the mechanism (``op.mechanism``) and the censoring bounds (``op.lower``, ``op.upper``:
+    float64 arrays broadcastable to the value, or None) are part of the Op's identity, so Ops
+    with different noise laws or bounds are never merged.
+    """
 
     inline_logprob = False
-    _print_name = ("Release", "\\operatorname{Release}")
 
     def __init__(self, *args, mechanism: Mechanism, lower=None, upper=None, **kwargs):
         self.mechanism = mechanism
-        #: censoring bounds (float64 arrays broadcastable to the statistic, or None)
         self.lower = lower
         self.upper = upper
         super().__init__(*args, **kwargs)
 
     @property
     def censored(self) -> bool:
-        """Whether the release was projected (clipped) to bounds."""
+        """Whether the value was projected (clipped) to bounds."""
         return self.lower is not None or self.upper is not None
 
     def _bounds_key(self):
@@ -159,7 +164,6 @@ class ReleaseRV(SymbolicRandomVariable):
         )
 
     def __eq__(self, other):
-        # mechanisms are immutable values: Ops with different noise laws are never merged
         return (
             super().__eq__(other)
             and self.mechanism == other.mechanism
@@ -168,6 +172,12 @@ class ReleaseRV(SymbolicRandomVariable):
 
     def __hash__(self):
         return hash((super().__hash__(), self.mechanism, self._bounds_key()))
+
+
+class ReleaseRV(MechanismRV):
+    """Symbolic RV of ``statistic + noise``; the mechanism is kept as ``op.mechanism``."""
+
+    _print_name = ("Release", "\\operatorname{Release}")
 
     @classmethod
     def rv_op(cls, statistic, *, mechanism: Mechanism, lower=None, upper=None, size=None, rng=None):
