@@ -113,7 +113,25 @@ def _drop_empty_notebook_glob(app, docname, source):
         source[0] = source[0].replace(f"\n{NOTEBOOK_GLOB}\n", "\n")
 
 
+def _class_signature(app, what, name, obj, options, signature, return_annotation):
+    """Show a class's call signature as Python resolves it (``inspect.signature``).
+
+    autodoc prefers an inherited generic ``__new__(cls, *args, **kwargs)`` (``Mechanism``, PyMC's
+    step methods) over the class's own ``__init__``, and shows ``(*args, **kwargs)``.
+    """
+    if what != "class" or not callable(obj):
+        return None
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    sig = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+    return str(sig), return_annotation
+
+
 def setup(app):
     # before numpydoc (priority 500) reformats the lines
     app.connect("autodoc-process-docstring", _data_docstring, priority=100)
     app.connect("source-read", _drop_empty_notebook_glob)
+    app.connect("autodoc-process-signature", _class_signature)
