@@ -32,7 +32,14 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+# A notebook kept as a jupytext pair (``X.md`` source, ``X.ipynb`` with the stored outputs) is
+# rendered from its ``.ipynb``: the outputs are what readers see, and nothing is executed here.
+PAIRED_SOURCES = sorted(
+    f"notebooks/{p.name}"
+    for p in (DOCS / "notebooks").glob("*.md")
+    if p.with_suffix(".ipynb").is_file()
+)
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store", *PAIRED_SOURCES]
 nitpicky = False
 
 # Notebooks are the single source and are stored with their outputs: render, never execute.
