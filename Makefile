@@ -30,11 +30,13 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# the Sphinx site, warnings as errors; needs the docs extra: $(PY) -m pip install -e ".[dev,docs]"
+# the Sphinx site, warnings as errors; needs the docs extra: $(PY) -m pip install -e ".[dev,docs]".
+# -E and fresh API stubs: an incremental build would not repeat the warnings of unchanged pages.
 docs: $(STAMP)
 	@$(PY) -c "import sphinx, pydata_sphinx_theme, myst_nb, numpydoc" 2>/dev/null \
 	  || $(PY) -m pip install --quiet -e ".[dev,docs]"
-	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+	rm -rf docs/api/generated
+	$(PY) -m sphinx -E -W --keep-going -b html docs docs/_build/html
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
