@@ -62,13 +62,13 @@ autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
-numpydoc_validation_checks: set[str] = set()
 
 html_theme = "pydata_sphinx_theme"
 html_title = "pymc_dp"
 html_static_path = ["_static"]
 html_theme_options = {
     "navbar_align": "left",
+    "header_links_before_dropdown": 6,
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc"],
