@@ -182,7 +182,7 @@ def bayes_net_count_tables(data, network: DiscreteBayesNet) -> dict[str, np.ndar
 
     Parameters
     ----------
-    data : array_like of shape (n, |I|) or mapping of node name to 1-D array
+    data : array_like of shape (n, n_nodes) or mapping of node name to 1-D array
         Integer records, column ``j`` (or ``data[node]``) in ``0 .. states - 1``.
     network : DiscreteBayesNet
 
@@ -346,7 +346,7 @@ def release_bayes_net_counts(
 
     Parameters
     ----------
-    data : array_like of shape (n, |I|) or mapping of node name to 1-D array
+    data : array_like of shape (n, n_nodes) or mapping of node name to 1-D array
         Integer records as for :func:`bayes_net_count_tables`.
     network : DiscreteBayesNet
     mechanism : Mechanism or callable

@@ -205,7 +205,7 @@ def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> P
 
     Parameters
     ----------
-    data : array_like of shape (n, |I|) or mapping of node name to 1-D array
+    data : array_like of shape (n, n_nodes) or mapping of node name to 1-D array
         Integer records (as for :func:`~pymc_dp.releases.bayes_net.bayes_net_count_tables`).
     network : DiscreteBayesNet
     epsilon : float

@@ -775,9 +775,9 @@ class ConjugateGibbsState(StepMethodState):
 
 class ConjugateGibbs(BlockedStep):
     r"""Exact Gibbs draw of parameters from their full conditional given their (latent or
-    observed) children, for every conjugate pair of :data:`~pymc_dp.step_methods.
-    conjugate_pairs.PAIRS` and for Normal / MvNormal regression coefficients; see the module
-    docstring.
+    observed) children, for every conjugate pair of
+    :data:`~pymc_dp.step_methods.conjugate_pairs.PAIRS` and for Normal / MvNormal regression
+    coefficients; see the module docstring.
 
     Parameters
     ----------
