@@ -18,11 +18,23 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from scipy import stats
 
-__all__ = ["NOTEBOOK_DIR", "code_sources", "execute", "headline", "read_source", "store"]
+__all__ = [
+    "NOTEBOOK_DIR",
+    "Z",
+    "binomial_band",
+    "code_sources",
+    "execute",
+    "headline",
+    "read_source",
+    "store",
+    "within",
+]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "docs" / "notebooks"
 _MARKER = "__HEADLINE_JSON__"
+Z = 4.89  # two-sided normal tail probability 1e-6
 
 
 def read_source(path: Path) -> nbformat.NotebookNode:
@@ -77,6 +89,18 @@ def store(path: Path) -> Path:
     out = path.with_suffix(".ipynb")
     jupytext.write(nb, out, fmt="ipynb")
     return out
+
+
+def within(value: float, reference: float, se: float) -> bool:
+    """``value`` lies within 4.89 standard errors of ``reference``."""
+    return abs(value - reference) <= Z * se
+
+
+def binomial_band(n: int, p: float, rate: float = 1e-6) -> tuple[float, float]:
+    """Acceptance region for a Binomial(n, p) share with two-sided false-alarm rate <= rate."""
+    lo = stats.binom.ppf(rate / 2, n, p)
+    hi = stats.binom.isf(rate / 2, n, p)
+    return lo / n, hi / n
 
 
 if __name__ == "__main__":

@@ -1,0 +1,6 @@
+"""Make tests/notebooks/ importable (``nbrun`` and the ``check_<notebook>`` modules)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
