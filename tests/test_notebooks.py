@@ -7,7 +7,7 @@ tests/notebooks/check_<notebook>.py (a new notebook adds its own file there). St
 have a false-alarm rate of about 1e-6 each: 4.89 Monte Carlo standard errors (normal two-sided
 tail 1e-6, under the MCMC central limit theorem with ArviZ's MCSE estimate), or the exact
 two-sided 1e-6 binomial acceptance region; each has a negative control (the naive analysis) that
-the same check must reject. The stored ``.ipynb`` (outputs for readers) must hold the same code as
+the same check must reject. The stored ``.ipynb`` (outputs for readers) must hold the same cells as
 its ``.md`` source, with every code cell executed and no error.
 """
 
@@ -32,11 +32,11 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_stored_outputs_match_source(path):
-    """The paired .ipynb has the .md's code, every code cell executed, and no error output."""
+    """The paired .ipynb has the .md's cells, every code cell executed, and no error output."""
     stored = path.with_suffix(".ipynb")
     assert stored.exists(), f"run: .venv/bin/python tests/notebooks/nbrun.py {path}"
     nb = nbformat.read(stored, as_version=4)
-    assert nbrun.code_sources(nb) == nbrun.code_sources(nbrun.read_source(path)), (
+    assert nbrun.cell_sources(nb) == nbrun.cell_sources(nbrun.read_source(path)), (
         f"{stored.name} is stale: rerun tests/notebooks/nbrun.py {path}"
     )
     code = [c for c in nb.cells if c.cell_type == "code"]

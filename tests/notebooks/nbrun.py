@@ -24,7 +24,7 @@ __all__ = [
     "NOTEBOOK_DIR",
     "Z",
     "binomial_band",
-    "code_sources",
+    "cell_sources",
     "execute",
     "headline",
     "read_source",
@@ -42,9 +42,9 @@ def read_source(path: Path) -> nbformat.NotebookNode:
     return jupytext.read(path)
 
 
-def code_sources(nb: nbformat.NotebookNode) -> list[str]:
-    """The code cells' sources, stripped, in order (to compare a pair .md / .ipynb)."""
-    return [c.source.strip() for c in nb.cells if c.cell_type == "code"]
+def cell_sources(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """Every cell's type and stripped source, in order (to compare a pair .md / .ipynb)."""
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
 
 
 def execute(nb: nbformat.NotebookNode, cwd: Path, *, fast: bool, timeout: int = 1200):
