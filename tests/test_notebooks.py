@@ -60,3 +60,20 @@ def test_notebook(path):
     checker = Path(nbrun.__file__).parent / f"check_{path.stem}.py"
     assert checker.exists(), f"{path.name} has no headline check tests/notebooks/{checker.name}"
     importlib.import_module(checker.stem).check(nbrun.headline(path, fast=True))
+
+
+def _tiny_notebook(tmp_path: Path, code: str) -> Path:
+    path = tmp_path / "tiny.md"
+    source = (nbrun.NOTEBOOK_DIR / "quickstart.md").read_text()
+    header = source[: source.index("\n---\n", 4) + 5]  # the real notebooks' jupytext header
+    path.write_text(header + "\n# Tiny\n\n```{code-cell} ipython3\n" + code + "\n```\n")
+    return path
+
+
+def test_headline_reader_sees_fast_mode_and_fails_on_errors(tmp_path):
+    """The runner sets PYMC_DP_FAST=1, returns HEADLINE, and raises on a failing cell."""
+    ok = _tiny_notebook(tmp_path, 'import os\nHEADLINE = {"fast": os.environ["PYMC_DP_FAST"]}')
+    assert nbrun.headline(ok, fast=True) == {"fast": "1"}
+    bad = _tiny_notebook(tmp_path, "HEADLINE = {}\nraise ValueError('broken cell')")
+    with pytest.raises(Exception, match="broken cell"):
+        nbrun.headline(bad, fast=True)
