@@ -92,12 +92,27 @@ def store(path: Path) -> Path:
 
 
 def within(value: float, reference: float, se: float) -> bool:
-    """``value`` lies within 4.89 standard errors of ``reference``."""
+    """``value`` lies within 4.89 standard errors of ``reference`` (two-sided rate 1e-6).
+
+    Examples
+    --------
+    >>> within(1.0, 5.8, 1.0), within(1.0, 5.9, 1.0)
+    (True, False)
+    """
     return abs(value - reference) <= Z * se
 
 
 def binomial_band(n: int, p: float, rate: float = 1e-6) -> tuple[float, float]:
-    """Acceptance region for a Binomial(n, p) share with two-sided false-alarm rate <= rate."""
+    """Acceptance region for a Binomial(n, p) share with two-sided false-alarm rate <= rate.
+
+    ``P(X/n < lo) <= rate/2`` and ``P(X/n > hi) <= rate/2`` exactly (binomial quantiles).
+
+    Examples
+    --------
+    >>> lo, hi = binomial_band(1000, 0.9)
+    >>> bool(lo <= 0.9 <= hi), bool(lo <= 0.8 <= hi)
+    (True, False)
+    """
     lo = stats.binom.ppf(rate / 2, n, p)
     hi = stats.binom.isf(rate / 2, n, p)
     return lo / n, hi / n
