@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint format bench clean venv docs
+.PHONY: notebooks demo test test-slow lint format bench clean venv docs
 
 venv: $(STAMP)
 
@@ -43,3 +43,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist *.egg-info
+
+# re-execute the teaching notebooks at full size and store their outputs (.ipynb beside the .md)
+notebooks: $(STAMP)
+	$(PY) tests/notebooks/nbrun.py docs/notebooks/*.md
