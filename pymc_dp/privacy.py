@@ -99,7 +99,23 @@ class ReleaseEntry:
 
 @dataclass(frozen=True)
 class PrivacyReport:
-    """The releases of a model and their sequential composition (``total``)."""
+    """The releases of a model and their sequential composition (``total``).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     lam = pm.Gamma("lam", 2.0, 0.5)
+    ...     y = pmdp.Privatized("y", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=0.5),
+    ...                         observed=np.array([3, 5, -1]))
+    ...     z = pmdp.Privatized("z", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=0.25),
+    ...                         observed=np.array([4]))
+    >>> report = pmdp.privacy_report(m)
+    >>> [(e.name, e.mechanism.epsilon) for e in report.entries], report.total.epsilon
+    ([('y', 0.5), ('z', 0.25)], 0.75)
+    >>> report.to_dict()["total"]
+    {'epsilon': 0.75, 'delta': 0.0, 'rho': 0.15625}
+    """
 
     entries: tuple[ReleaseEntry, ...]
     total: PrivacyGuarantee
@@ -295,6 +311,20 @@ def attach_privacy(idata, model=None, *, contributions=1):
     contributions; rho is NaN where a node has no zCDP guarantee) and the totals as attributes
     (``total_rho`` only when every node has one). ``contributions`` is passed to
     :func:`privacy_report`.
+
+    Examples
+    --------
+    >>> import json, numpy as np, pymc as pm, arviz as az, pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     lam = pm.Gamma("lam", 2.0, 0.5)
+    ...     y = pmdp.Privatized("y", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=0.5),
+    ...                         observed=np.array([3, 5, -1]))
+    >>> idata = az.from_dict({"posterior": {"lam": np.ones((1, 5))}})  # stands in for pm.sample
+    >>> idata = pmdp.attach_privacy(idata, m)
+    >>> json.loads(idata.attrs["pymc_dp_privacy"])["total"]
+    {'epsilon': 0.5, 'delta': 0.0, 'rho': 0.125}
+    >>> idata["privacy"]["epsilon"].values.tolist(), idata["privacy"].attrs["total_rho"]
+    ([0.5], 0.125)
     """
     import xarray as xr
 

@@ -327,7 +327,18 @@ def empirical_delta_lower_bound(
 
 @dataclass(frozen=True)
 class MCSECheck:
-    """Result of :func:`mcse_check`."""
+    """Result of :func:`mcse_check`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.testing import MCSECheck, mcse_check
+    >>> res = mcse_check(np.random.default_rng(4).normal(1.0, 2.0, size=(2, 1000)), 1.0)
+    >>> isinstance(res, MCSECheck), res.passed, bool(abs(res.z) <= res.k)
+    (True, True, True)
+    >>> bool(np.isclose(res.z, (res.mean - 1.0) / res.mcse))
+    True
+    """
 
     mean: float
     mcse: float

@@ -92,6 +92,18 @@ class DiscreteLaplace(Discrete):
     Forward draws (``pm.draw``, predictive sampling) are the difference of two geometric draws
     from the PyMC random generator: exact in law up to float rounding, meant for simulation.
     For real releases use the mechanism's exact integer sampler.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
+    >>> alpha = 0.5
+    >>> p0 = float(np.exp(pm.logp(DiscreteLaplace.dist(alpha), 0).eval()))
+    >>> bool(np.isclose(p0, (1 - alpha) / (1 + alpha)))
+    True
+    >>> d = pm.draw(DiscreteLaplace.dist(alpha), draws=5, random_seed=1)
+    >>> d.dtype.kind, d.shape
+    ('i', (5,))
     """
 
     rv_op = discrete_laplace

@@ -141,6 +141,17 @@ class DiscreteNormal(Discrete):
     ``sigma <= DRAW_SIGMA_MAX = 1e9``. For real releases use the mechanism's exact integer
     sampler. NaN, infinite or non-positive ``sigma`` raises ``ParameterValueError`` in
     ``logp``/``logcdf`` and ``ValueError`` in draws (as does ``sigma > 1e9`` there).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from pymc_dp.distributions.discrete_normal import DiscreteNormal
+    >>> k = np.arange(-40, 41)
+    >>> p = np.exp(pm.logp(DiscreteNormal.dist(sigma=2.0), k).eval())
+    >>> round(float(p.sum()), 12), bool(p[40] > p[41] > p[42])
+    (1.0, True)
+    >>> bool(np.isclose(p[42] / p[40], np.exp(-4 / 8)))  # exp(-k**2 / (2 sigma**2)), k = 2
+    True
     """
 
     rv_op = discrete_normal

@@ -98,7 +98,27 @@ def registered_noise_dists() -> dict[type, Callable]:
 
 
 class Mechanism(ABC):
-    """Additive noise mechanism ``M(x) = x + noise``; see the module docstring."""
+    """Additive noise mechanism ``M(x) = x + noise``; see the module docstring.
+
+    Examples
+    --------
+    The concrete mechanisms (:class:`~pymc_dp.mechanisms.laplace.Laplace`,
+    :class:`~pymc_dp.mechanisms.geometric.Geometric`, ...) share this interface; the base class
+    itself is abstract.
+
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.base import Mechanism
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> m = Laplace(epsilon=0.5, sensitivity=1.0)
+    >>> isinstance(m, Mechanism), m.integer, m.epsilon, m.noise_variance  # 2 * scale**2
+    (True, False, 0.5, 8.0)
+    >>> m.release(np.array([1.0, 2.0]), rng=np.random.default_rng(0)).shape
+    (2,)
+    >>> Mechanism()
+    Traceback (most recent call last):
+    ...
+    TypeError: Can't instantiate abstract class Mechanism ...
+    """
 
     #: short family name, e.g. ``"laplace"``; keys the marginal registry of ``Privatized``
     family: ClassVar[str]

@@ -144,6 +144,18 @@ class DiscreteGaussian(Mechanism):
         The exact variance parameter of the sampled law (``>=`` the requested one).
     sigma : float
         ``sqrt(sigma2)`` as a float.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+    >>> m = DiscreteGaussian(sigma=3.0, sensitivity=2)
+    >>> m.sigma2, m.sigma
+    (Fraction(9, 1), 3.0)
+    >>> round(m.guarantee().rho, 12)  # sensitivity**2 / (2 sigma**2)
+    0.222222222222
+    >>> m.release(np.array([10, 20]), rng=np.random.default_rng(0)).dtype
+    dtype('int64')
     """
 
     family = "discrete_gaussian"

@@ -121,6 +121,20 @@ class Geometric(Mechanism):
         The exact rational ``s/t = ln(1/alpha*)`` of the law sampled (see the module docstring).
     alpha, log_alpha : float
         ``exp(-rate)`` and ``-rate`` as floats.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.geometric import Geometric
+    >>> m = Geometric(epsilon=np.log(2.0))
+    >>> m.alpha, m.guarantee().epsilon
+    (0.5, 0.6931471805599453)
+    >>> bool(np.isclose(m.logpdf(0), np.log(1 / 3)))  # (1 - alpha) / (1 + alpha)
+    True
+    >>> Geometric(epsilon=1.0, sensitivity=4).log_alpha
+    -0.25
+    >>> m.release(np.array([3, 5, 7]), rng=np.random.default_rng(0)).dtype
+    dtype('int64')
     """
 
     family = "geometric"
