@@ -34,6 +34,20 @@ def register_step_methods() -> None:
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
     ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims, and
     ``FFBS`` over PyMC's discrete steps for MarkovChain states.
+
+    Examples
+    --------
+    ``import pymc_dp`` already calls it; a second call changes nothing.
+
+    >>> import pymc as pm
+    >>> from pymc_dp.step_methods import register_step_methods
+    >>> register_step_methods()
+    >>> [c.__name__ for c in pm.step_methods.STEP_METHODS[:3]]
+    ['DataAugmentation', 'CountAugmentation', 'FFBS']
+    >>> n = len(pm.step_methods.STEP_METHODS)
+    >>> register_step_methods()
+    >>> len(pm.step_methods.STEP_METHODS) == n
+    True
     """
     for cls in reversed((DataAugmentation, CountAugmentation, FFBS, *CONJUGATE_STEPS)):
         if cls not in STEP_METHODS:

@@ -136,6 +136,23 @@ class CountAugmentation(BlockedStep):
     With ``"augmentation"`` the auxiliary rates start from their prior (eq. 9) at construction
     and at each chain's start; the tuning phase serves as their burn-in. See the module
     docstring.
+
+    Examples
+    --------
+    With ``epsilon = 30`` the geometric noise is zero except with probability about ``2e-13``,
+    so one sweep recovers the released counts as the true counts. ``pm.sample`` assigns this
+    step to ``z_true`` by itself; here it is built and called once.
+
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> from pymc_dp.step_methods import CountAugmentation
+    >>> with pm.Model() as model:
+    ...     lam = pm.Gamma("lam", np.float64(2.0), np.float64(0.5))
+    ...     _ = pmdp.Privatized("z", pm.Poisson.dist(lam), pmdp.Geometric(epsilon=30.0),
+    ...                         marginalize=False, observed=np.array([3, 0, 7]))
+    ...     step = CountAugmentation([model["z_true"]], rng=1)
+    >>> point, _ = step.step(model.initial_point())
+    >>> point["z_true"].tolist()
+    [3, 0, 7]
     """
 
     name = "count_augmentation"

@@ -294,6 +294,25 @@ class DataAugmentation(BlockedStep):
     an ``epsilon``-DP release whose sensitivity bounds the change of one record).
     ``step.sampling_state`` (:class:`DataAugmentationState`) captures every generator the step
     draws from. See the module docstring for the algorithm and the checks.
+
+    Examples
+    --------
+    Five Bernoulli records whose sum is released with ``epsilon = 1`` (sensitivity 1): one
+    sweep, and the bound ``da_accept_min >= exp(-epsilon)`` of the Notes. ``pm.sample`` assigns
+    this step to ``x`` by itself; here it is built and called once.
+
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> from pymc_dp.step_methods import DataAugmentation
+    >>> with pm.Model() as model:
+    ...     p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+    ...     x = pm.Bernoulli("x", p, shape=5)
+    ...     _ = pmdp.Release("t", x.sum(), pmdp.Laplace(epsilon=1.0), observed=3.0)
+    ...     step = DataAugmentation([x], rng=1)
+    >>> point, stats = step.step(model.initial_point())
+    >>> point["x"].shape, bool(np.isin(point["x"], [0, 1]).all())
+    ((5,), True)
+    >>> bool(stats[0]["da_accept_min"] >= np.exp(-1.0))
+    True
     """
 
     name = "data_augmentation"

@@ -467,6 +467,26 @@ class FFBS(BlockedStep):
     ValueError
         If a variable is not a free MarkovChain, or its children's terms are not each a
         function of a single state element (see the module docstring).
+
+    Examples
+    --------
+    Two states with emission means 0 and 10 (unit noise): the observations leave no doubt
+    (each misassignment costs a likelihood factor below ``exp(-40)``), so one draw of the whole
+    chain is the obvious labelling.
+
+    >>> import numpy as np, pymc as pm, pytensor.tensor as pt
+    >>> from pymc_dp.distributions import MarkovChain
+    >>> from pymc_dp.step_methods import FFBS
+    >>> y = np.array([0.1, -0.3, 9.8, 10.4, 9.9, 0.2])
+    >>> with pm.Model() as model:
+    ...     s = MarkovChain("s", np.array([0.5, 0.5]), np.array([[0.9, 0.1], [0.1, 0.9]]),
+    ...                     shape=6)
+    ...     _ = pm.Normal("y", pt.as_tensor(np.array([0.0, 10.0]))[s], np.float64(1.0),
+    ...                   observed=y)
+    ...     step = FFBS([s], rng=1)
+    >>> point, _ = step.step(model.initial_point())
+    >>> point["s"].tolist()
+    [0, 0, 1, 1, 1, 0]
     """
 
     name = "ffbs"
