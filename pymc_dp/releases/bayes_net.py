@@ -231,6 +231,27 @@ class BayesNetCountsRelease:
         ``(0, n)`` when the data holder published the noisy tables clipped to ``[0, n]``
         (Alg. 1 step 4, ``project=True``), else ``None``. :meth:`model` then conditions on
         the clipped tables exactly (a censored :class:`pymc_dp.Release`).
+
+    Examples
+    --------
+    Two binary nodes (``|I| = 2``), so the sensitivity is ``(4, 2)``; the geometric mechanism is
+    calibrated to it, and ``project=True`` clips the noisy tables to ``[0, n]``.
+
+    >>> import functools, numpy as np, pymc_dp as pmdp
+    >>> from pymc_dp.releases import (BayesNetCountsRelease, DiscreteBayesNet,
+    ...     release_bayes_net_counts)
+    >>> net = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
+    >>> rel = release_bayes_net_counts([[0, 1], [0, 1], [1, 0]], net,
+    ...     mechanism=functools.partial(pmdp.Geometric, epsilon=1.0),
+    ...     rng=np.random.default_rng(0), project=True)
+    >>> isinstance(rel, BayesNetCountsRelease), rel.n, rel.sensitivity, rel.projection
+    (True, 3, (4.0, 2.0), (0, 3))
+    >>> rel.mechanism, rel.tables["b"].shape
+    (Geometric(epsilon=1, sensitivity=4), (2, 2))
+    >>> bool(all(((t >= 0) & (t <= 3)).all() for t in rel.tables.values()))
+    True
+    >>> sorted(v.name for v in rel.model().free_RVs)
+    ['theta_a', 'theta_b', 'x_a', 'x_b']
     """
 
     network: DiscreteBayesNet

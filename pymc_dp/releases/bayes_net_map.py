@@ -184,6 +184,25 @@ class PrivateMAP:
     epsilon : float
     sensitivity : float
         ``Delta``, the utility's replace-one sensitivity bound used.
+
+    Examples
+    --------
+    200 records with ``a = 1, b = 1``: among four candidates the one with ``P(a = 1) = 0.8``
+    and ``P(b = 1 | a = 1) = 0.8`` (index 1) has a log-posterior utility ahead of the others by
+    277 nats or more, so the exponential mechanism picks it with probability
+    ``1 - 2 exp(-250)`` (:func:`map_selection_log_probabilities`).
+
+    >>> import numpy as np
+    >>> from pymc_dp.releases import DiscreteBayesNet, PrivateMAP, private_map
+    >>> net = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
+    >>> grid = [{"a": [p, 1 - p], "b": [[q, 1 - q], [1 - q, q]]}
+    ...         for p in (0.2, 0.8) for q in (0.2, 0.8)]
+    >>> res = private_map([[1, 1]] * 200, net, epsilon=5.0, candidates=grid,
+    ...                   rng=np.random.default_rng(0))
+    >>> isinstance(res, PrivateMAP), res.index, res.epsilon
+    (True, 1, 5.0)
+    >>> res.estimate["a"].tolist(), res.estimate["b"].tolist()
+    ([0.2, 0.8], [[0.8, 0.2], [0.2, 0.8]])
     """
 
     network: DiscreteBayesNet

@@ -216,6 +216,22 @@ class HMMPrior:
     emission : float, default 1.0
         Each feature's emission distribution per state: ``Dirichlet(emission, ...)``, i.e.
         ``Beta(emission, emission)`` for binary features.
+
+    Examples
+    --------
+    A sticky prior on the transitions reaches the model's ``transition ~ Dirichlet``:
+
+    >>> import numpy as np
+    >>> from pymc_dp.releases import HMMPrior, release_hmm_counts
+    >>> HMMPrior()
+    HMMPrior(init=1.0, transition=1.0, emission=1.0)
+    >>> rel = release_hmm_counts(
+    ...     {"region": [0, 0, 1, 1], "month": [0, 1, 0, 1], "features": [[1], [0], [1], [1]]},
+    ...     shape=(2, 2), epsilon=1.0, rng=np.random.default_rng(0))
+    >>> sticky = HMMPrior(transition=np.array([[9.0, 1.0], [1.0, 9.0]]))
+    >>> m = rel.model(2, prior=sticky)
+    >>> m["transition"].owner.inputs[-1].eval().tolist()  # the Dirichlet's concentrations
+    [[9.0, 1.0], [1.0, 9.0]]
     """
 
     init: float | np.ndarray = 1.0
@@ -258,6 +274,21 @@ class PluginGibbsResult:
         conditional posterior mean).
     init : numpy.ndarray of shape (draws, K)
         ``E[pi | states]`` of each draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.releases import PluginGibbsResult, release_hmm_counts
+    >>> rel = release_hmm_counts(
+    ...     {"region": [0, 0, 1, 1], "month": [0, 1, 0, 1], "features": [[1], [0], [1], [1]]},
+    ...     shape=(2, 2), epsilon=1.0, rng=np.random.default_rng(0))
+    >>> res = rel.plugin_gibbs(2, draws=4, tune=2, rng=1)
+    >>> isinstance(res, PluginGibbsResult), res.states.shape, res.transition.shape
+    (True, (4, 2, 2), (4, 2, 2))
+    >>> res.init.shape, [e.shape for e in res.emissions]
+    ((4, 2), [(4, 2, 2)])
+    >>> bool(np.allclose(res.transition.sum(-1), 1.0) and np.allclose(res.init.sum(-1), 1.0))
+    True
     """
 
     states: np.ndarray
@@ -282,6 +313,21 @@ class HMMCountsRelease:
         The mechanism that released the whole table.
     sensitivity : tuple of float
         Exact ``(L1, L2)`` replace-one sensitivity of the table.
+
+    Examples
+    --------
+    Two regions, two steps, one binary feature: ``N[r, t]`` stays public and exact, the
+    counts of ones are released with Laplace noise calibrated to the sensitivity ``(1, 1)``.
+
+    >>> import numpy as np
+    >>> from pymc_dp.releases import HMMCountsRelease, release_hmm_counts
+    >>> rel = release_hmm_counts(
+    ...     {"region": [0, 0, 1, 1], "month": [0, 1, 0, 1], "features": [[1], [0], [1], [1]]},
+    ...     shape=(2, 2), epsilon=1.0, rng=np.random.default_rng(0))
+    >>> isinstance(rel, HMMCountsRelease), rel.counts.shape, rel.entries_per_step.tolist()
+    (True, (2, 2, 1), [[1, 1], [1, 1]])
+    >>> rel.n_values, rel.sensitivity, rel.guarantee().epsilon
+    ((2,), (1.0, 1.0), 1.0)
     """
 
     counts: np.ndarray

@@ -233,6 +233,19 @@ class SufficientStatisticsRelease:
         ``(lower, upper)`` when the data holder published the noisy statistics projected
         (clipped) to the valid region (``project=True``), else ``None``. :meth:`model`
         then conditions on the clipped value exactly (a censored :class:`pymc_dp.Release`).
+
+    Examples
+    --------
+    Poisson counts bounded by ``U = 5``: the sum is released once with sensitivity ``U``.
+
+    >>> import numpy as np, pymc_dp as pmdp
+    >>> from pymc_dp.releases import SufficientStatisticsRelease, release_sufficient_statistics
+    >>> rel = release_sufficient_statistics(np.array([2, 0, 3, 5]), "poisson", bounds=5,
+    ...     mechanism=pmdp.Geometric(epsilon=0.5, sensitivity=5), rng=np.random.default_rng(0))
+    >>> isinstance(rel, SufficientStatisticsRelease), rel.family, rel.n, rel.bounds
+    (True, 'poisson', 4, 5)
+    >>> rel.names, rel.sensitivity, rel.value.shape, rel.projection
+    (('sum',), (5.0, 5.0), (1,), None)
     """
 
     family: str
