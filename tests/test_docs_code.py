@@ -8,10 +8,11 @@ A block that raises fails its test, naming the page and the block's line. The no
 statistics, no false-alarm rate; the negative controls feed the same runner a broken block and
 a page with python blocks but no prelude.
 
-Cost: most blocks take a few seconds; the two hidden-Markov blocks (README, user guide) take
-30-50 s each on a loaded 2-core machine, nearly all of it the first compilation of their model
-in a fresh process (a second ``pm.sample`` of the same model in the process takes ~3 s), which
-smaller sizes in the docs would not remove.
+Cost (measured with ``-p no:xdist``, 15 tests): 148 s wall on the shared 2-core machine under
+load (62 s CPU); the two hidden-Markov blocks (README block 3, user guide block 3) took about
+60 s each there, about 16 s unloaded, nearly all of it imports and the first compilation of the
+model in a fresh process (``pm.sample`` itself takes about 3 s), which smaller sizes in the
+docs would not remove; the other blocks take 1-10 s.
 """
 
 import re
