@@ -3,7 +3,7 @@
 Each statistical assertion has a false-alarm rate of about 1e-6 (4.89 standard errors, see
 tests/test_notebooks.py). Figure 2's mean errors are averages over ``repeats`` independent data
 sets, so their standard error is the sample standard deviation over sqrt(repeats) (normal
-approximation at 200 repeats); the MCMC checks use ArviZ's MCSE.
+approximation at 600 repeats in fast mode); the MCMC checks use ArviZ's MCSE.
 """
 
 from nbrun import within
