@@ -17,6 +17,7 @@ docs would not remove; the other blocks take 1-10 s.
 
 import re
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -97,12 +98,19 @@ def run_block(page, text, index):
     return namespace
 
 
+# blocks that fit a hidden Markov model: 16-60 s each, mostly first-time compilation; they run
+# in the slow tier (the same models are tested in tests/releases/test_hmm.py and the notebooks)
+_SLOW_MARKERS = ("MarkovChain", "release_hmm_counts")
+
+
 def _all_blocks():
-    return [
-        pytest.param(page, index, id=f"{page}-{index}")
-        for page in sorted(PRELUDES)
-        for index in range(len(python_blocks((ROOT / page).read_text())))
-    ]
+    params = []
+    for page in sorted(PRELUDES):
+        for index, (_, source) in enumerate(python_blocks((ROOT / page).read_text())):
+            slow = any(m in source for m in _SLOW_MARKERS)
+            marks = [pytest.mark.slow] if slow else []
+            params.append(pytest.param(page, index, id=f"{page}-{index}", marks=marks))
+    return params
 
 
 def test_every_page_with_python_has_a_prelude():
@@ -113,7 +121,11 @@ def test_every_page_with_python_has_a_prelude():
 
 @pytest.mark.parametrize(("page", "index"), _all_blocks())
 def test_block_runs(page, index):
-    run_block(page, (ROOT / page).read_text(), index)
+    with warnings.catch_warnings():
+        # ArviZ's R-hat of a variable that is constant across draws divides 0 by 0 and warns;
+        # a reader sees the warning, the block still runs
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module="arviz_stats")
+        run_block(page, (ROOT / page).read_text(), index)
 
 
 def test_every_prelude_page_has_python():
