@@ -586,21 +586,25 @@ def finite_support_marginal(value, base_rv, mechanism):
     values outside a record's own support have base log-probability ``-inf`` and drop out.
     Costs ``len(support)`` evaluations per record.
     """
+    value, lo, k, base_lp = _support_grid(value, base_rv)
+    lp_ref, rel = _noise_relative_to(mechanism, value - lo.astype("float64"), lo - k)
+    lse = safe_logsumexp(base_lp + rel, axis=0)
+    return _check_base_parameters(lp_ref + lse, base_rv)
+
+
+def _support_grid(value, base_rv):
+    """The support ``k`` of a finite-support base as a leading axis broadcast against the value,
+    and the base's log-probabilities there: ``(value as float64, lo, k, base_lp)``."""
     lo, hi = _finite_support(base_rv)
     # invalid parameters (n < 0, lower > upper) must not ask for a negative-length grid
     hi = pt.maximum(hi, lo)
-    checked_rv = base_rv
     base_rv = _clip_probabilities(_float64_base(base_rv))
     # differences in float64: ``value - k`` in int64 wraps at the int64 edges (INT64_MIN - 1)
     value = pt.as_tensor_variable(value).astype("float64")
-    ndim = value.ndim
-    k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), ndim)
+    k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), value.ndim)
     # the value has the variable's full shape (no reference to the RV itself in the graph)
     k = pt.broadcast_to(k, (k.shape[0], *value.shape))
-    base_lp = pm.logp(base_rv, k, warn_rvs=False)
-    lp_ref, rel = _noise_relative_to(mechanism, value - lo.astype("float64"), lo - k)
-    lse = safe_logsumexp(base_lp + rel, axis=0)
-    return _check_base_parameters(lp_ref + lse, checked_rv)
+    return value, lo, k, pm.logp(base_rv, k, warn_rvs=False)
 
 
 def check_censored_marginal(base_op) -> None:
@@ -625,16 +629,9 @@ def censored_finite_support_marginal(value, base_rv, mechanism, lower, upper):
     """
     from pymc_dp.distributions.release import censored_logp_pt
 
-    lo, hi = _finite_support(base_rv)
-    hi = pt.maximum(hi, lo)
-    checked_rv = base_rv
-    base_rv = _clip_probabilities(_float64_base(base_rv))
-    value = pt.as_tensor_variable(value).astype("float64")
-    k = _grid_axis(pt.arange(lo, hi + 1, dtype="int64"), value.ndim)
-    k = pt.broadcast_to(k, (k.shape[0], *value.shape))
-    base_lp = pm.logp(base_rv, k, warn_rvs=False)
+    value, _, k, base_lp = _support_grid(value, base_rv)
     noise_lp = censored_logp_pt(mechanism, value, value - k.astype("float64"), lower, upper)
-    return _check_base_parameters(safe_logsumexp(base_lp + noise_lp, axis=0), checked_rv)
+    return _check_base_parameters(safe_logsumexp(base_lp + noise_lp, axis=0), base_rv)
 
 
 def _noise_relative_to(mechanism, t, delta):

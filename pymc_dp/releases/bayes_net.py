@@ -33,7 +33,7 @@ import numpy as np
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
-from pymc_dp.releases.sufficient import _calibrate
+from pymc_dp.releases.sufficient import _calibrate, _readonly
 
 __all__ = [
     "BayesNetCountsRelease",
@@ -41,12 +41,6 @@ __all__ = [
     "bayes_net_count_tables",
     "release_bayes_net_counts",
 ]
-
-
-def _readonly(a) -> np.ndarray:
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
 
 
 def _check_acyclic(parents: dict[str, tuple[str, ...]]) -> None:

@@ -46,7 +46,7 @@ from pymc_dp.kernels.hmm_plugin import PluginPrior, plugin_gibbs_chain
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
-from pymc_dp.releases.sufficient import _calibrate
+from pymc_dp.releases.sufficient import _calibrate, _readonly
 
 __all__ = [
     "HMMCountsRelease",
@@ -56,12 +56,6 @@ __all__ = [
     "hmm_count_table",
     "release_hmm_counts",
 ]
-
-
-def _readonly(a) -> np.ndarray:
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
 
 
 def _n_values(n_values, n_features: int | None = None) -> tuple[int, ...]:
