@@ -494,3 +494,22 @@ def test_poisson_overflow_leaves_the_state_unchanged():
     with pytest.raises(OverflowError, match="after 0 moves"):
         full.refresh(200, np.random.default_rng(1))  # all 200 stay put: probability 2**-200
     assert full.total == 254 and full.x.tolist() == [127, 127]
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.int32, np.int64])
+def test_index_structures_stay_consistent(rng, dtype):
+    """After mixed moves the grouping (order/start) and the units array describe ``.x`` exactly."""
+    cat = CategoricalAllocation(rng.integers(0, 4, 500).astype(dtype), 4)
+    pois = PoissonAllocation(rng.poisson(1.5, 300).astype(dtype))
+    for _ in range(50):
+        cat.move_to(rng.multinomial(500, [0.1, 0.2, 0.3, 0.4]), rng)
+        cat.refresh(int(rng.integers(0, 200)), rng)
+        pois.move_to(int(rng.integers(0, 900)), rng)
+        pois.refresh(int(rng.integers(0, 200)), rng)
+    assert cat.x.dtype == pois.x.dtype == dtype
+    np.testing.assert_array_equal(np.sort(cat._order), np.arange(500))
+    for j in range(4):
+        assert np.all(cat.x[cat._order[cat._start[j] : cat._start[j + 1]]] == j)
+    np.testing.assert_array_equal(cat.counts, np.bincount(cat.x, minlength=4))
+    units = pois._units[: pois.total]
+    np.testing.assert_array_equal(np.bincount(units, minlength=300), pois.x)
