@@ -1,0 +1,383 @@
+"""Exact samplers of a collapsed released statistic (issue 12): pymc_dp.kernels.collapsed_stat.
+
+* Exact (no randomness): the window sampler's inverse CDF against full enumeration of
+  ``pi(S) ∝ f_S(S) prod_k eta_k(z_k - a_k - b_k S)`` with scipy's Binomial / Poisson log-pmf and
+  each mechanism's own numpy ``logpdf`` / ``logcdf`` (the whole support, or 0..2000 for a
+  Poisson of mean <= 40): at every window point ``k``, ``u = F(k) - 1e-12`` gives ``S <= k`` and
+  ``u = F(k) + 1e-12`` gives ``S > k`` (the CDFs agree to 1e-12), and the enumerated mass
+  outside the window is at most 1e-14 of the mass inside (plus 1e-15 for rounding).
+* Extreme inputs (theta at 1e-300, 1 - 1e-16, 0, 1; z 1e9 away; b = 0, b < 0; m = 2, 3;
+  n = 1e12; impossible releases): finite draws in the support, the documented codes.
+* Statistical, false-alarm rate 1e-6 per assertion (``pymc_dp.testing.FALSE_ALARM``):
+  chi-square of 1e5 draws against the enumerated pmf; Gibbs sweeps over Multinomial counts
+  (K = 3, N = 6) against the exact law after t sweeps from a start law, computed from the exact
+  one-sweep transition matrix (built from the reference conditional, not from the kernel);
+  KS of Normal-sum draws against a quadrature CDF. Each has a negative control (``b`` halved,
+  the count matrix halved, the Laplace scale x 1.3) that the same test must reject.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+from pymc_dp.kernels.collapsed_stat import (
+    count_sampler,
+    counts_gibbs_sampler,
+    sample_normal_sum,
+)
+from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+from pymc_dp.mechanisms.gaussian import Gaussian
+from pymc_dp.mechanisms.geometric import Geometric
+from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof, ks_gof
+
+LAP = Laplace(scale=2.0)
+GEO = Geometric(epsilon=0.7)
+DG = DiscreteGaussian(sigma=3.0)
+GAU = Gaussian(sigma=4.0)
+POISSON_GRID = 2001  # enumeration 0..2000 for Poisson means <= 40 (tail beyond < 1e-300)
+
+
+def _kernel(mech, side):
+    """``(numba logpdf, numpy logpdf, params row)``; ``side`` -1 is a release censored at its
+    lower bound (log CDF), ``None`` an interior one."""
+    if side is None:
+        return mech.numba_logpdf, mech.logpdf, mech.numba_params
+    row = np.concatenate([[float(side)], mech.numba_params])
+    return mech.numba_censored_logpdf, mech.logcdf, row
+
+
+def _arrays(a, b, z, row):
+    a, b, z = (np.atleast_1d(np.asarray(v, np.float64)) for v in (a, b, z))
+    params = np.ascontiguousarray(np.repeat(row[None, :], z.size, axis=0))
+    return a, b, z, params
+
+
+def _ref_logw(case):
+    """Enumerated log weights over the support (or 0..2000) and the support grid."""
+    mech, side, family, n, theta, a, b, z = case
+    grid = np.arange(n + 1) if family == 0 else np.arange(POISSON_GRID)
+    base = stats.binom.logpmf(grid, n, theta) if family == 0 else stats.poisson.logpmf(grid, theta)
+    np_logpdf = _kernel(mech, side)[1]
+    a, b, z, _ = _arrays(a, b, z, np.zeros(1))
+    noise = sum(np_logpdf((z[k] - a[k]) - b[k] * grid.astype(float)) for k in range(z.size))
+    return grid, base + noise
+
+
+def _draw(case, u):
+    mech, side, family, n, theta, a, b, z = case
+    nb, _, row = _kernel(mech, side)
+    f = count_sampler(nb)
+    return f(family, n, theta, *_arrays(a, b, z, row), u)
+
+
+CASES = {
+    "laplace-binom": (LAP, None, 0, 200, 0.3, 0.0, 1.0, 80.0),
+    "laplace-binom-m3-bneg": (
+        LAP,
+        None,
+        0,
+        60,
+        0.6,
+        [1.0, 0.0, 5.0],
+        [1.0, -1.0, 2.0],
+        [40.0, -30.0, 90.0],
+    ),
+    "geometric-poisson-m2": (GEO, None, 1, 0, 25.0, [0.0, 3.0], [1.0, 1.0], [31.0, 36.0]),
+    "dgauss-binom": (DG, None, 0, 500, 0.01, 2.0, 3.0, 30.0),
+    "gauss-poisson-b0": (GAU, None, 1, 0, 40.0, 0.0, 0.0, 7.0),
+    "gauss-censored-binom": (GAU, -1, 0, 100, 0.5, 0.0, 1.0, 40.0),
+    "laplace-binom-far": (LAP, None, 0, 50, 0.5, 0.0, 1.0, 1e4),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_window_inverse_cdf_matches_enumeration(name):
+    """The sampler's CDF equals the enumerated CDF to 1e-12 at every window point, and the
+    enumerated mass outside the window is at most 1e-14 of the window mass (exact check)."""
+    case = CASES[name]
+    grid, logw = _ref_logw(case)
+    pmf = np.exp(logw - special.logsumexp(logw))
+    cdf = np.cumsum(pmf)
+    lo, width = _draw(case, 5e-324)
+    hi = lo + width - 1
+    assert 0 <= lo <= hi <= grid[-1]
+    inside = pmf[lo : hi + 1].sum()
+    assert (pmf[:lo].sum() + pmf[hi + 1 :].sum()) <= 1e-14 * inside + 1e-15
+    for k in range(lo, hi + 1):
+        if 1e-12 < cdf[k] - 1e-12 < 1.0:
+            assert _draw(case, cdf[k] - 1e-12)[0] <= k
+        if cdf[k] + 1e-12 < 1.0:
+            assert _draw(case, cdf[k] + 1e-12)[0] > k
+
+
+def test_window_negative_control_detected():
+    """The exact check above rejects a wrong law (b halved): some CDF point disagrees."""
+    mech, side, family, n, theta, a, b, z = CASES["laplace-binom"]
+    _, logw = _ref_logw(CASES["laplace-binom"])
+    cdf = np.cumsum(np.exp(logw - special.logsumexp(logw)))
+    wrong = (mech, side, family, n, theta, a, b / 2, z)
+    bad = [k for k in range(60, 120) if _draw(wrong, min(cdf[k] + 1e-12, 0.999))[0] <= k]
+    assert len(bad) > 0
+
+
+@pytest.mark.parametrize("name", ["laplace-binom", "geometric-poisson-m2"])
+def test_count_sampler_chisquare(name):
+    """1e5 draws against the enumerated pmf: chi-square, false-alarm rate 1e-6; the same test
+    rejects draws made with ``b`` halved (negative control)."""
+    case = CASES[name]
+    grid, logw = _ref_logw(case)
+    logpmf = logw - special.logsumexp(logw)
+
+    def ref(k):
+        out = np.full(k.shape, -np.inf)
+        ok = (k >= 0) & (k < grid.size)
+        out[ok] = logpmf[k[ok]]
+        return out
+
+    us = np.random.default_rng(12).random(100_000)
+    draws = np.array([_draw(case, u)[0] for u in us])
+    assert_gof(chisquare_gof(draws, ref), what=name)
+    mech, side, family, n, theta, a, b, z = case
+    wrong = (mech, side, family, n, theta, a, np.asarray(b) / 2, z)
+    bad = np.array([_draw(wrong, u)[0] for u in us[:20_000]])
+    assert_rejects(chisquare_gof(bad, ref), what=f"{name}, b halved")
+
+
+# ---------------------------------------------------------------- extremes
+
+
+def _extreme(mech, args, u=0.37):
+    family, n, theta, a, b, z = args
+    return _draw((mech, None, family, n, theta, a, b, z), u)
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        ((0, 10**12, 1e-300, 0.0, 1.0, 1e9), (0, 3)),
+        ((0, 10**12, 1.0 - 1e-16, 0.0, 1.0, -1e9), (10**12 - 6, 10**12)),
+        ((0, 10, 0.0, 0.0, 1.0, 3.0), (0, 0)),
+        ((0, 10, 1.0, 0.0, 1.0, 3.0), (10, 10)),
+        ((1, 0, 0.0, 0.0, 1.0, 3.0), (0, 0)),
+        ((1, 0, 1e-300, 0.0, 1.0, 1e9), (0, 2)),
+        ((1, 0, 3.0, 0.0, -1.0, -1e9), (0, 40)),
+        ((0, 10**12, 0.5, 0.0, 1.0, 5e11 + 1e9), (5e11, 5e11 + 1e9 + 100)),
+        ((0, 10**12, 0.5, [0.0, 1.0], [1.0, -2.0], [5e11 + 7, -1e12 + 1]), (5e11 - 30, 5e11 + 30)),
+        ((1, 0, 1e12, 0.0, 1.0, 1e12 - 5e6), (1e12 - 5e6 - 100, 1e12)),
+    ],
+)
+def test_extremes_finite_in_support(args, expect):
+    """Extreme parameters: the draw is in its documented range and the window is small."""
+    for u in (1e-300, 0.37, 1.0 - 2**-53):
+        s, width = _extreme(GEO, args, u)
+        assert expect[0] <= s <= expect[1]
+        assert 1 <= width <= 200
+
+
+def test_n_1e12_exact_near_mode():
+    """n = 1e12, Laplace noise: the window CDF against scipy's Binomial logpmf on the window
+    (40-digit log-gamma; the tail beyond it is below 1e-14), to 1e-12."""
+    case = (LAP, None, 0, 10**12, 0.5, 0.0, 1.0, 5e11 + 40.0)
+    lo, width = _draw(case, 5e-324)
+    assert width < 500  # set by the noise, not by n
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    k = np.arange(lo, lo + width)
+    # scipy's binom.logpmf is off by ~4e-3 in log at n = 1e12: 40-digit log-gamma instead
+    half = mp.log(mp.mpf(1) / 2) * 10**12
+    lf = [
+        mp.loggamma(10**12 + 1) - mp.loggamma(int(j) + 1) - mp.loggamma(10**12 - int(j) + 1) + half
+        for j in k
+    ]
+    logw = np.array([float(v - lf[0]) for v in lf]) + LAP.logpdf(5e11 + 40.0 - k)
+    cdf = np.cumsum(np.exp(logw - special.logsumexp(logw)))
+    for j in range(width - 1):
+        if 1e-12 < cdf[j] - 1e-12 and cdf[j] + 1e-12 < 1.0:
+            assert _draw(case, cdf[j] - 1e-12)[0] <= k[j] < _draw(case, cdf[j] + 1e-12)[0]
+
+
+def test_b_zero_is_the_prior_and_wide_windows_terminate():
+    """b = 0: S follows f_S (window of a Binomial(1e12, 1/2) ~ 8.5e6 counts, finite work)."""
+    s, width = _extreme(LAP, (0, 10**12, 0.5, 0.0, 0.0, 3.0), 0.5)
+    assert abs(s - 5e11) <= 2 and 8e6 < width < 9e6
+
+
+def test_impossible_and_invalid_codes():
+    """-1: the release has zero likelihood for every S (geometric noise at a non-integer);
+    -2: invalid parameters."""
+    assert _extreme(GEO, (0, 10, 0.3, 0.0, 1.0, 0.5))[0] == -1
+    assert _extreme(GEO, (0, 10, 0.3, 0.0, 0.0, 0.5))[0] == -1
+    assert _extreme(GEO, (0, 10, 0.0, 0.0, 1.0, 0.5))[0] == -1
+    assert _extreme(GEO, (1, 0, 2.0, 0.0, 1.0, 0.5))[0] == -1
+    assert _extreme(GEO, (0, 10, math.nan, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (0, 10, 1.5, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (1, 0, -1.0, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (2, 0, 1.0, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (1, 0, 1e300, 0.0, 1.0, 3.0))[0] == -2
+
+
+# ---------------------------------------------------------------- Multinomial Gibbs
+
+K3, N6 = 3, 6
+P3 = np.array([0.5, 0.3, 0.2])
+M3 = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]])
+C3 = np.array([0.5, -1.0])
+Z3 = np.array([4.0, 1.0])
+STATES = [c for c in itertools.product(range(N6 + 1), repeat=K3) if sum(c) == N6]
+INDEX = {c: i for i, c in enumerate(STATES)}
+
+
+def _gibbs_target(m):
+    """Exact ``pi`` over the 28 states (Multinomial x Laplace noise of ``C + m @ c``)."""
+    c = np.array(STATES, float)
+    logw = stats.multinomial.logpmf(c, N6, P3)
+    logw = logw + LAP.logpdf(Z3[None, :] - C3[None, :] - c @ m.T).sum(axis=1)
+    return np.exp(logw - special.logsumexp(logw))
+
+
+def _sweep_matrix(pi):
+    """Exact one-sweep transition matrix: for j in order, partner k uniform among the others,
+    (c_j, c_k) redrawn from pi restricted to the fibre (others fixed, c_j + c_k fixed)."""
+    size = len(STATES)
+    total = np.eye(size)
+    for j in range(K3):
+        step = np.zeros((size, size))
+        for k in (x for x in range(K3) if x != j):
+            for i, c in enumerate(STATES):
+                fibre = [
+                    INDEX[d]
+                    for d in STATES
+                    if all(d[x] == c[x] for x in range(K3) if x not in (j, k))
+                ]
+                step[i, fibre] += pi[fibre] / pi[fibre].sum() / (K3 - 1)
+        total = total @ step
+    return total
+
+
+def _run_chains(starts, sweeps, m, seed):
+    g = counts_gibbs_sampler(LAP.numba_logpdf)
+    params = np.repeat(LAP.numba_params[None, :], 2, axis=0)
+    rng = np.random.default_rng(seed)
+    out = np.empty(len(starts), np.int64)
+    for i, s in enumerate(starts):
+        counts = np.array(STATES[s], np.int64)
+        for _ in range(sweeps):
+            assert g(counts, P3, C3, m, Z3, params, rng.random(2 * K3)) > 0
+        assert counts.sum() == N6
+        out[i] = INDEX[tuple(counts)]
+    return out
+
+
+def _law(p):
+    logp = np.log(np.maximum(p, 1e-300))
+
+    def ref(k):
+        return np.where((k >= 0) & (k < len(p)), logp[np.clip(k, 0, len(p) - 1)], -np.inf)
+
+    return ref
+
+
+def test_gibbs_sweep_matrix_reference():
+    """The reference matrix is stochastic, leaves pi invariant and is irreducible (P^2 > 0)."""
+    pi = _gibbs_target(M3)
+    P = _sweep_matrix(pi)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(pi @ P, pi, rtol=0, atol=1e-13)
+    assert np.all(np.linalg.matrix_power(P, 2) > 0)
+
+
+def test_gibbs_invariance_and_from_corner():
+    """20000 independent chains: started from pi, after one sweep they follow pi; started at the
+    corner (6, 0, 0), after two sweeps they follow row (6,0,0) of P^2 (chi-square, false-alarm
+    rate 1e-6 each). Negative control: the sweep with the count matrix halved is rejected."""
+    pi = _gibbs_target(M3)
+    P2 = np.linalg.matrix_power(_sweep_matrix(pi), 2)
+    rng = np.random.default_rng(5)
+    starts = rng.choice(len(STATES), size=20_000, p=pi)
+    assert_gof(chisquare_gof(_run_chains(starts, 1, M3, 1), _law(pi)), what="invariance")
+    corner = np.full(20_000, INDEX[(6, 0, 0)])
+    law2 = P2[INDEX[(6, 0, 0)]]
+    assert_gof(chisquare_gof(_run_chains(corner, 2, M3, 2), _law(law2)), what="corner")
+    bad = _run_chains(corner[:5000], 2, M3 / 2, 3)
+    assert_rejects(chisquare_gof(bad, _law(law2)), what="M halved")
+
+
+# ---------------------------------------------------------------- Normal sums
+
+
+def _quad_cdf(mean, var, release, scale):
+    """CDF of ``N(mean, var) x exp(-|z - a - bS|/scale)`` by quadrature on a fine grid."""
+    a, b, z = release
+    sd = math.sqrt(var)
+    kink = (z - a) / b
+    lo, hi = min(mean, kink) - 40 * sd, max(mean, kink) + 40 * sd
+    x = np.union1d(np.linspace(lo, hi, 400_001), [kink])
+    logd = stats.norm.logpdf(x, mean, sd) + stats.laplace.logpdf(z - a - b * x, scale=scale)
+    d = np.exp(logd - logd.max())
+    c = integrate.cumulative_trapezoid(d, x, initial=0.0)
+    return lambda s: np.interp(s, x, c / c[-1])
+
+
+def test_normal_sum_laplace_cdf_and_ks():
+    """Laplace noise: F(draw(u)) = u to 1e-7 (quadrature CDF, at 99 quantiles); 1e5 draws pass
+    KS (false-alarm rate 1e-6); draws with the scale x 1.3 are rejected (negative control)."""
+    mean, var, release, scale = 2.0, 9.0, (1.0, -2.0, -9.0), 1.5
+    cdf = _quad_cdf(mean, var, release, scale)
+    qs = np.linspace(0.01, 0.99, 99)
+    s = sample_normal_sum(mean, var, *release, ("laplace", scale), qs)
+    np.testing.assert_allclose(cdf(s), qs, rtol=0, atol=1e-7)
+    u = np.random.default_rng(7).random(100_000)
+    assert_gof(ks_gof(sample_normal_sum(mean, var, *release, ("laplace", scale), u), cdf))
+    bad = sample_normal_sum(mean, var, *release, ("laplace", 1.3 * scale), u)
+    assert_rejects(ks_gof(bad, cdf), what="scale x 1.3")
+
+
+def test_normal_sum_gaussian_closed_form():
+    """Gaussian noise, m = 2: quantiles equal the normalised product by quadrature to 1e-9."""
+    mean, var = -1.0, 4.0
+    a, b, z, sd = np.array([0.0, 2.0]), np.array([1.0, -3.0]), np.array([1.5, 5.0]), [1.0, 2.0]
+    qs = np.linspace(0.05, 0.95, 19)
+    s = sample_normal_sum(mean, var, a, b, z, ("gaussian", sd), qs)
+
+    def dens(x):
+        return stats.norm.pdf(x, mean, 2.0) * np.prod(
+            [stats.norm.pdf(z[k] - a[k] - b[k] * x, 0.0, sd[k]) for k in range(2)], axis=0
+        )
+
+    norm = integrate.quad(dens, -30, 30, epsabs=0, epsrel=1e-13, limit=200)[0]
+    got = [integrate.quad(dens, -30, x, epsabs=0, epsrel=1e-13, limit=200)[0] / norm for x in s]
+    np.testing.assert_allclose(got, qs, rtol=0, atol=1e-9)
+
+
+def test_normal_sum_extreme_release():
+    """A release 1e6 sd away: the Laplace tilt is exact, S ~ N(mean +- var/scale, var)."""
+    qs = np.array([1e-12, 0.3, 0.5, 0.9, 1 - 1e-12])
+    right = sample_normal_sum(0.0, 1.0, 0.0, 1.0, 1e6, ("laplace", 1.0), qs)
+    left = sample_normal_sum(0.0, 1.0, 0.0, 1.0, -1e6, ("laplace", 1.0), qs)
+    np.testing.assert_allclose(right, 1.0 + special.ndtri(qs), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(left, -1.0 + special.ndtri(qs), rtol=0, atol=1e-9)
+    assert np.all(np.isfinite(sample_normal_sum(0.0, 1.0, 0.0, 1e-3, 1e12, ("laplace", 1e-9), qs)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "word"),
+    [
+        ({"noise": ("cauchy", 1.0)}, "noise"),
+        ({"noise": ("gaussian", -1.0)}, "noise"),
+        ({"noise": ("laplace", 1.0), "z": [1.0, 2.0]}, "laplace"),
+        ({"var": -1.0}, "var"),
+        ({"mean": math.nan}, "mean"),
+        ({"u": 1.0}, "u"),
+        ({"a": [0.0, 1.0], "z": [1.0, 2.0, 3.0]}, "a"),
+    ],
+)
+def test_normal_sum_rejects(kwargs, word):
+    """Invalid arguments raise ValueError naming the argument."""
+    args = {"mean": 0.0, "var": 1.0, "a": 0.0, "b": 1.0, "z": 1.0}
+    args |= {"noise": ("gaussian", 1.0), "u": 0.5} | kwargs
+    with pytest.raises(ValueError, match=word):
+        sample_normal_sum(**args)
