@@ -474,6 +474,9 @@ def test_storage_semantics():
         kept.move_to([1, 1, 1], np.random.default_rng(0))
     with pytest.raises(ValueError, match="non-negative"):
         PoissonAllocation([1, -1])
+    assert NormalAllocation(np.zeros(3, dtype=np.float16), 1.0).x.dtype == np.float64
+    with pytest.raises(ValueError, match="float32/64"):
+        NormalAllocation(np.zeros(3, dtype=np.float16), 1.0, copy=False)
     with pytest.raises(ValueError, match="sigma"):
         NormalAllocation([0.0, 1.0], float("nan"))
     with pytest.raises(TypeError, match="Generator"):
