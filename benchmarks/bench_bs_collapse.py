@@ -115,12 +115,14 @@ class Data:
 
 @dataclass
 class Run:
-    """One sampler run: kept draws of ``p``, sampling seconds, setup seconds, step summary."""
+    """One sampler run: kept draws of ``p``, sampling seconds, setup seconds, step summary, and
+    the process's CPU seconds per wall second over the run (below 1: other jobs took the CPU)."""
 
     draws: np.ndarray
     seconds: float
     setup: float = float("nan")
     steps: str = ""
+    cpu_share: float = float("nan")
     ess: float = field(init=False)
 
     def __post_init__(self):
@@ -218,18 +220,19 @@ def run_pymc_dp(data: Data, draws: int, tune: int, seed: int) -> Run:
     model = build_model(data)
     t_build = time.perf_counter() - t0
     with _captured_pymc_log() as messages, model:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         idata = pm.sample(
             draws=draws, tune=tune, chains=1, cores=1, var_names=["p"],
             compute_convergence_checks=False, progressbar=False, random_seed=seed,
         )  # fmt: skip
-        t_call = time.perf_counter() - t1
+        t_call, c_call = time.perf_counter() - t1, time.process_time() - c1
     seconds = float(idata.posterior.attrs["sampling_time"])
     return Run(
         draws=np.asarray(idata.posterior["p"].values, dtype=np.float64).reshape(-1),
         seconds=seconds,
         setup=t_build + t_call - seconds,
         steps=_step_summary(messages),
+        cpu_share=c_call / t_call,  # over the whole pm.sample call
     )
 
 
@@ -305,7 +308,7 @@ def bs_chain(bs: SimpleNamespace, data: Data, draws: int, burnin: int, seed: int
     z, n = np.array([[data.z]]), float(data.n)
     out = np.empty(draws)
     with _numpy_global_seed(seed):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         theta, noise_cov = g.initialize_Gibbs(pair, EPS)
         for it in range(burnin + draws):
             s = g.sample_sufficient_statistics(theta, z, noise_cov, pair, n)
@@ -313,8 +316,8 @@ def bs_chain(bs: SimpleNamespace, data: Data, draws: int, burnin: int, seed: int
             theta, _ = g.sample_model_parameters(s, pair, n)
             if it >= burnin:
                 out[it - burnin] = np.ravel(theta)[0]
-        seconds = time.perf_counter() - t0
-    return Run(draws=out, seconds=seconds)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return Run(draws=out, seconds=seconds, cpu_share=cpu / seconds)
 
 
 def bs_driver_matches(bs: SimpleNamespace, data: Data, seed: int) -> bool:
@@ -423,8 +426,8 @@ def table_lines(results: list[SizeResult]) -> list[str]:
     """Markdown table of ESS/s, ratios and times per ``N`` (median (min-max) over the runs)."""
     lines = [
         "| N | pymc_dp ESS/s | B&S ESS/s | ratio pymc_dp / B&S | pymc_dp ESS | B&S ESS "
-        "| pymc_dp sampling s | pymc_dp setup s | B&S s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| pymc_dp sampling s | pymc_dp setup s | B&S s | CPU share pymc_dp / B&S |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
         dp_rate = _ess_per_s(res.dp)
@@ -439,6 +442,8 @@ def table_lines(results: list[SizeResult]) -> list[str]:
         row += [_range([r.seconds for r in res.dp], ".3g")]
         row += [_range([r.setup for r in res.dp], ".3g")]
         row += [_range([r.seconds for r in res.bs], ".3g") if res.bs else "-"]
+        share = f"{_median(r.cpu_share for r in res.dp):.2f}"
+        row += [share + (f" / {_median(r.cpu_share for r in res.bs):.2f}" if res.bs else "")]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -524,7 +529,8 @@ def render(settings: Settings, results: list[SizeResult], notes: dict[str, str])
         f"for both samplers; medians over {settings.reps} runs (different seeds, same data).",
         "- ESS: `arviz.ess` (bulk) of p; ESS/s = ESS / sampling seconds (tuning + draws, compile "
         "excluded). Setup = model build + step assignment + compilation (the part of `pm.sample` "
-        "outside its sampling loop).",
+        "outside its sampling loop). CPU share: the process's CPU seconds per wall second over "
+        "pymc_dp's `pm.sample` call and over B&S's chain (below 1 when other jobs took the CPU).",
         f"- B&S code: {notes['bs']}. {notes['driver']}",
         f"- {notes['warmup']}",
         *machine_lines(notes["load"]),
@@ -561,7 +567,7 @@ def _parse(argv) -> tuple[argparse.Namespace, Settings]:
 def main(argv=None) -> int:
     """Run the benchmark; print the markdown and write it to ``--out``. Returns 0."""
     args, settings = _parse(argv)
-    t0, load = time.perf_counter(), os.getloadavg()
+    t0, c0, load = time.perf_counter(), time.process_time(), os.getloadavg()
     bs, why = load_bs(args.bs_code)
     notes = {"load": load, "bs": bs.origin if bs else f"SKIPPED: {why}", "driver": ""}
     if bs is None:
@@ -574,7 +580,8 @@ def main(argv=None) -> int:
         )
     notes["warmup"] = warm_up(bs, settings)
     results = run_sizes(settings, bs)
-    notes["total"] = f"{time.perf_counter() - t0:.0f} s"
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    notes["total"] = f"{wall:.0f} s wall, {cpu:.0f} s CPU of this process"
     argv_text = " ".join(sys.argv[1:] if argv is None else argv)
     notes["command"] = f"python benchmarks/bench_bs_collapse.py {argv_text}".strip()
     md = render(settings, results, notes)
