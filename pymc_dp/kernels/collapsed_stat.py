@@ -70,6 +70,10 @@ _MAX_SIDE = 2**31  # window half-width cap (a call is always bounded)
 _POISSON_MAX = 2**62  # largest Poisson count considered
 _ODDS_LO = 1e-250  # odds in (_ODDS_LO, 1/_ODDS_LO): log of a product, else sum of logs
 _EXPAND, _AT_LEAST, _ABOVE = 0, 1, 2  # walk modes
+# _DISK_CACHE_NOTE: numba's on-disk cache keys a function taking a dispatcher argument by the
+# dispatcher's identity in the process, so such an entry is never found again and every process
+# would add a new file; the functions that take ``logpdf`` are therefore compiled per process
+# (once per kernel, like the closures of :func:`count_sampler`), the others are cached on disk.
 
 
 # ---------------------------------------------------------------- the 1-D window sampler
@@ -111,7 +115,7 @@ def _log_step(fam, s):  # pragma: no cover - compiled
     return lodds - math.log(s + 1.0)
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _noise(logpdf, nz, s):  # pragma: no cover - compiled
     """``sum_k logpdf((z_k - a_k) - b_k s, params_k)`` over the first ``m`` components."""
     a, b, z, params, m = nz
@@ -122,13 +126,13 @@ def _noise(logpdf, nz, s):  # pragma: no cover - compiled
     return acc
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _forward(logpdf, fam, nz, s):  # pragma: no cover - compiled
     """``L(s+1) - L(s)``; NaN (both ``-inf``) counts as not increasing."""
     return _log_step(fam, s) + (_noise(logpdf, nz, s + 1) - _noise(logpdf, nz, s))
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _mode(logpdf, fam, nz):  # pragma: no cover - compiled
     """First ``s`` with ``L(s+1) - L(s) <= 0`` (the mode of a concave ``L``), or INVALID."""
     lo = 0
@@ -151,7 +155,7 @@ def _mode(logpdf, fam, nz):  # pragma: no cover - compiled
     return lo
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _walk(logpdf, fam, nz, path, goal):  # pragma: no cover - compiled
     """Walk from the mode, summing weights ``pi(s)/pi(M)`` of ``s = M+step, M+2 step, ..``.
 
@@ -200,7 +204,7 @@ def _noise_args(a, b, z, params):  # pragma: no cover - compiled
     return (a, b, z, params, 0)
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _count_core(logpdf, fam, nz, u):  # pragma: no cover - compiled
     """:func:`count_sampler` with the law ``fam`` (from ``_family``) and ``nz``."""
     a, b, z, params, m_used = nz
@@ -325,7 +329,7 @@ def _pair_noise(counts, release, pair, ab):  # pragma: no cover - compiled
         b[r] = M[r, j] - M[r, k]
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
 def _gibbs_core(logpdf, counts, p, release, noise, u):  # pragma: no cover - compiled
     """One sweep of :func:`counts_gibbs_sampler`; ``release = (C, M)``, ``noise = (z, params)``."""
     z, params = noise
