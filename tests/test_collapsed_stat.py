@@ -14,6 +14,9 @@
   one-sweep transition matrix (built from the reference conditional, not from the kernel);
   KS of Normal-sum draws against a quadrature CDF. Each has a negative control (``b`` halved,
   the count matrix halved, the Laplace scale x 1.3) that the same test must reject.
+  Margins of the controls (measured): chi-square p-values 0.0 (b halved, 20000 draws); the
+  Gibbs control's exact noncentrality is 2270 on 27 degrees of freedom (1e-6 critical value
+  about 70); the KS control's distance is 0.075 against a 1e-6 critical value of 0.0085.
 """
 
 import itertools
