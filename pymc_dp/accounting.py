@@ -108,8 +108,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize, special
 
+from pymc_dp._cache import lazy_module
 from pymc_dp._validation import _as_real, as_positive_finite, as_unit_open
 from pymc_dp.kernels.discrete_gaussian import log_normalizer as _dg_log_normalizer
 from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational
@@ -138,6 +138,10 @@ __all__ = [
     "round_up",
     "zcdp_to_approx_dp",
 ]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+optimize = lazy_module("scipy.optimize")
+special = lazy_module("scipy.special")
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,10 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.shape_utils import rv_size_is_none
-from pytensor.link.numba.dispatch.basic import numba_njit
-from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.scalar import basic as ps
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp._cache import SOURCE_INT
+from pymc_dp._cache import SOURCE_INT, numba_registration
 from pymc_dp.kernels.bessel_sampling import (
     A_MAX,
     NU_MAX,
@@ -86,8 +84,9 @@ class BesselRV(RandomVariable):
 bessel = BesselRV()
 
 
-@numba_core_rv_funcify.register(BesselRV)
 def _bessel_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def random(rng, nu, a):
         if not a > 0.0:  # the distribution's a > 0 (as its logp); bessel_draw checks the rest
@@ -96,6 +95,14 @@ def _bessel_numba_core(op, node):
 
     # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change)
     return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(BesselRV)(_bessel_numba_core)
 
 
 class Bessel(pm.Discrete):

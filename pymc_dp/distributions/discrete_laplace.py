@@ -20,10 +20,9 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pymc.distributions.shape_utils import rv_size_is_none
 from pytensor.graph.basic import Variable
-from pytensor.link.numba.dispatch.basic import numba_njit
-from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
 
+from pymc_dp._cache import numba_registration
 from pymc_dp.kernels.discrete_laplace import logcdf_pt, logpmf_pt
 
 __all__ = ["DiscreteLaplace", "DiscreteLaplaceRV", "discrete_laplace"]
@@ -53,8 +52,9 @@ class DiscreteLaplaceRV(RandomVariable):
 discrete_laplace = DiscreteLaplaceRV()
 
 
-@numba_core_rv_funcify.register(DiscreteLaplaceRV)
 def _discrete_laplace_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def random(rng, alpha):
         if not (alpha > 0.0 and alpha < 1.0):
@@ -63,6 +63,14 @@ def _discrete_laplace_numba_core(op, node):
         return rng.geometric(p) - rng.geometric(p)
 
     return random
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(DiscreteLaplaceRV)(_discrete_laplace_numba_core)
 
 
 class DiscreteLaplace(Discrete):

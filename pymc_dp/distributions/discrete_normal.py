@@ -23,11 +23,9 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Discrete
 from pymc.distributions.shape_utils import rv_size_is_none
 from pytensor.graph.basic import Variable
-from pytensor.link.numba.dispatch.basic import numba_njit
-from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp._cache import SOURCE_INT
+from pymc_dp._cache import SOURCE_INT, numba_registration
 from pymc_dp.kernels.discrete_gaussian import logcdf_pt, logpmf_pt
 
 __all__ = ["DRAW_SIGMA_MAX", "DiscreteNormal", "DiscreteNormalRV", "discrete_normal"]
@@ -100,14 +98,23 @@ class DiscreteNormalRV(RandomVariable):
 discrete_normal = DiscreteNormalRV()
 
 
-@numba_core_rv_funcify.register(DiscreteNormalRV)
 def _discrete_normal_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def random(rng, sigma):
         return _draw(rng, sigma)
 
     # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change)
     return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(DiscreteNormalRV)(_discrete_normal_numba_core)
 
 
 class DiscreteNormal(Discrete):

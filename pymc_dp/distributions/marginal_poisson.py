@@ -79,9 +79,8 @@ import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, grad_undefined
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
-from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
 
-from pymc_dp._cache import SOURCE_INT
+from pymc_dp._cache import SOURCE_INT, numba_registration
 from pymc_dp.math.poisson import (
     log_poisson_pmf,  # re-exported (the tests' reference)
     log_poisson_scalar,
@@ -408,7 +407,6 @@ class PoissonTwoSidedExpLogp(Op):
         ]
 
 
-@register_funcify_default_op_cache_key(PoissonTwoSidedExpLogp)
 def _numba_funcify_poisson_two_sided(op, node, **kwargs):
     a = op.a
     logc = op.logc
@@ -421,6 +419,14 @@ def _numba_funcify_poisson_two_sided(op, node, **kwargs):
         return out, dout
 
     return impl, (_VERSION << 64) | SOURCE_INT
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+
+    register_funcify_default_op_cache_key(PoissonTwoSidedExpLogp)(_numba_funcify_poisson_two_sided)
 
 
 def poisson_two_sided_exp_logp(value, mu, a: float, logc: float):

@@ -106,8 +106,8 @@ from pytensor.graph.basic import Apply, Constant
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
 from pytensor.graph.traversal import graph_inputs
-from pytensor.link.numba.dispatch.basic import numba_njit, register_funcify_default_op_cache_key
 
+from pymc_dp._cache import numba_registration
 from pymc_dp.distributions import marginal_normal, marginal_poisson
 from pymc_dp.math import count_mode
 from pymc_dp.mechanisms.base import Mechanism
@@ -1027,13 +1027,22 @@ class StaticWindow(Op):
         return [output_grads[0], disconnected_type(), disconnected_type()]
 
 
-@register_funcify_default_op_cache_key(StaticWindow)
 def _numba_static_window(op, node, **kwargs):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def static_window(start, length, mode):
         return start, length
 
     return static_window
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+
+    register_funcify_default_op_cache_key(StaticWindow)(_numba_static_window)
 
 
 @node_rewriter(None)

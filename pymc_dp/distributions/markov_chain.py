@@ -25,10 +25,10 @@ import pytensor.tensor as pt
 from pymc.distributions.distribution import Discrete
 from pymc.model import Model
 from pytensor.graph.basic import Constant
-from pytensor.link.numba.dispatch.basic import numba_njit
-from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
+
+from pymc_dp._cache import numba_registration
 
 __all__ = ["MarkovChain", "MarkovChainRV", "markov_chain", "models_with_markov_chains"]
 
@@ -106,8 +106,9 @@ def _draw_one(rng, probs):
     return probs.shape[0] - 1
 
 
-@numba_core_rv_funcify.register(MarkovChainRV)
 def _markov_chain_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def random_fn(rng, init_probs, transition, steps, out=None):
         n = out.shape[0] if out is not None else int(steps)
@@ -122,6 +123,14 @@ def _markov_chain_numba_core(op, node):
 
     random_fn.handles_out = True
     return random_fn, _NUMBA_CACHE_VERSION
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(MarkovChainRV)(_markov_chain_numba_core)
 
 
 def _constant_value(var):

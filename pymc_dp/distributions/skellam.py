@@ -63,12 +63,10 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.shape_utils import rv_size_is_none
-from pytensor.link.numba.dispatch.basic import numba_njit
-from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 from pytensor.scalar import basic as ps
 from pytensor.tensor.random.op import RandomVariable
 
-from pymc_dp._cache import SOURCE_INT
+from pymc_dp._cache import SOURCE_INT, lazy_vectorize, numba_registration
 from pymc_dp.math.bessel import iv_ratio_scalar_op, log_skellam_kernel
 from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
@@ -107,7 +105,7 @@ def skellam_logpmf_scalar(k, mu1, mu2):
     return log_skellam_kernel(k, mu1, mu2)
 
 
-@numba.vectorize(
+@lazy_vectorize(
     ["float64(float64, float64, float64)", "float64(int64, float64, float64)"], cache=True
 )
 def _skellam_logpmf_ufunc(k, mu1, mu2):
@@ -200,8 +198,9 @@ def _skellam_draw(rng, mu1, mu2):
     return rng.poisson(mu1) - rng.poisson(mu2)
 
 
-@numba_core_rv_funcify.register(SkellamRV)
 def _skellam_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
     @numba_njit
     def random(rng, mu1, mu2):
         return _skellam_draw(rng, mu1, mu2)
@@ -209,6 +208,14 @@ def _skellam_numba_core(op, node):
     # the key makes PyTensor's on-disk cache follow this code (SOURCE_KEY: any source change);
     # without one, a stale compiled draw is reused across versions of this module
     return random, (_DRAW_CACHE_VERSION << 64) | SOURCE_INT
+
+
+@numba_registration
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(SkellamRV)(_skellam_numba_core)
 
 
 class Skellam(pm.Discrete):

@@ -93,6 +93,7 @@ import numpy as np
 from numba.np.random.distributions import random_standard_exponential
 from numba.np.random.generator_core import next_double
 
+from pymc_dp._cache import lazy_vectorize
 from pymc_dp.math.bessel import log1pmx_scalar, log_iv_scalar, log_skellam_kernel
 from pymc_dp.math.poisson import bd0, log_poisson_scalar, stirlerr
 
@@ -182,7 +183,7 @@ def _log_rising(x, h):
     return h * math.log(y) - 0.5 * math.log1p(h / x) + x * log1pmx_scalar(h / x) + stirl
 
 
-@numba.vectorize(
+@lazy_vectorize(
     ["float64(float64, float64, float64)", "float64(int64, float64, float64)"], cache=True
 )
 def _bessel_logpmf_ufunc(n, nu, a):

@@ -83,6 +83,7 @@ import numpy as np
 from pytensor.graph.basic import Variable
 from pytensor.scalar import basic as ps
 
+from pymc_dp._cache import lazy_vectorize
 from pymc_dp.math.scalar_op import KernelScalarOp, no_gradient, scalar_elemwise
 
 __all__ = [
@@ -365,22 +366,22 @@ def log_skellam_kernel(nu, mu1, mu2):
 _SIG = ["float64(float64, float64)", "float64(int64, float64)"]
 
 
-@numba.vectorize(_SIG, cache=True)
+@lazy_vectorize(_SIG, cache=True)
 def _log_iv_ufunc(nu, x):
     return log_iv_scalar(nu, x)
 
 
-@numba.vectorize(_SIG, cache=True)
+@lazy_vectorize(_SIG, cache=True)
 def _log_ive_ufunc(nu, x):
     return log_ive_scalar(nu, x)
 
 
-@numba.vectorize(_SIG, cache=True)
+@lazy_vectorize(_SIG, cache=True)
 def _iv_ratio_ufunc(nu, x):
     return iv_ratio_scalar(nu, x)
 
 
-@numba.vectorize(_SIG, cache=True)
+@lazy_vectorize(_SIG, cache=True)
 def _dlog_iv_ufunc(nu, x):
     return dlog_iv_scalar(nu, x)
 

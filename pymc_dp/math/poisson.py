@@ -57,6 +57,8 @@ from fractions import Fraction
 import numba
 import numpy as np
 
+from pymc_dp._cache import lazy_vectorize
+
 __all__ = ["bd0", "log_poisson_pmf", "log_poisson_scalar", "stirlerr"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -227,7 +229,7 @@ def log_poisson_scalar(y, lam):
     return -stirlerr(y) - bd0(y, lam) - 0.5 * (_LOG_2PI + math.log(y))
 
 
-@numba.vectorize(["float64(float64, float64)"], cache=True)
+@lazy_vectorize(["float64(float64, float64)"], cache=True)
 def _log_poisson_ufunc(y, lam):
     return log_poisson_scalar(y, lam)
 

@@ -7,7 +7,8 @@ PyTensor scalar Op:
 * ``impl`` (Python mode, e.g. ``FAST_COMPILE``) calls the kernel on floats and returns a
   float64; the Op has no C implementation (``c_code`` raises, so the C backend uses ``impl``);
 * the numba lowering (PyTensor's default backend) is the kernel itself, registered when the
-  subclass is defined, so graphs compile without object-mode fallbacks;
+  subclass is defined (or, if PyTensor's numba backend is not imported yet, as soon as it is:
+  :func:`pymc_dp._cache.numba_registration`), so graphs compile without object-mode fallbacks;
 * its on-disk cache key holds the subclass, its ``cache_version`` and
   :data:`pymc_dp._cache.SOURCE_KEY` (a hash of the package's source), so PyTensor's shared
   compile cache never serves the code of another version of the kernel.
@@ -40,15 +41,15 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
 from pytensor.gradient import grad_undefined
-from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
 from pytensor.scalar import basic as ps
 from pytensor.tensor.elemwise import Elemwise
 
-from pymc_dp._cache import SOURCE_KEY
+from pymc_dp._cache import SOURCE_KEY, numba_registration
 
 __all__ = ["KernelScalarOp", "no_gradient", "scalar_elemwise"]
 
@@ -79,6 +80,14 @@ class KernelScalarOp(ps.ScalarOp):
 
 
 def _register_numba(op_type: type) -> None:
+    # made when PyTensor's numba backend is imported (by its linker, before it compiles), so
+    # that importing pymc_dp does not import it
+    numba_registration(partial(_register_numba_now, op_type))
+
+
+def _register_numba_now(op_type: type) -> None:
+    from pytensor.link.numba.dispatch.scalar import register_scalar_funcify, scalar_op_cache_key
+
     kernel = op_type.kernel
 
     @register_scalar_funcify(op_type)

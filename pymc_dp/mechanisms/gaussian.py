@@ -30,8 +30,8 @@ from fractions import Fraction
 import numba
 import numpy as np
 import pytensor.tensor as pt
-from scipy import special
 
+from pymc_dp._cache import lazy_module
 from pymc_dp._validation import as_positive_finite, as_unit_open, exactly_one
 from pymc_dp.accounting import (
     analytic_gaussian_delta,
@@ -47,6 +47,9 @@ from pymc_dp.mechanisms import _tails
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+special = lazy_module("scipy.special")
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: allowed range of sigma: noise draws stay finite (|Z| <= about 40 sigma)

@@ -18,13 +18,16 @@ from collections.abc import Callable
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-import scipy.linalg
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._cache import lazy_module
 from pymc_dp.distributions.release import Release, is_random_variable
 
 __all__ = ["build_model"]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+linalg = lazy_module("scipy.linalg")
 
 
 def _f64(x) -> np.ndarray:
@@ -181,7 +184,7 @@ def _linear_regression(rel, prior, name, covariates=None):
     X = _check_covariates(make(n, d), pm.modelcontext(None), n, d)
     v = pm.InverseGamma("v", alpha=_f64(a0), beta=_f64(b0))
     white = pm.Normal("beta_white", mu=_f64(0.0), sigma=pt.sqrt(v), shape=d)
-    root = scipy.linalg.solve_triangular(chol, np.eye(d), lower=True).T  # L^-T
+    root = linalg.solve_triangular(chol, np.eye(d), lower=True).T  # L^-T
     beta = _f64(mu) + pt.dot(_f64(root), white)  # no Deterministic inside: ConjugateGibbs
     pm.Deterministic("beta", beta)  # reads the linear predictor through plain ops
     y = pm.Normal("y", mu=pt.dot(X, beta), sigma=pt.sqrt(v), shape=n)

@@ -35,8 +35,8 @@ from fractions import Fraction
 from types import MappingProxyType
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
 
+from pymc_dp._cache import lazy_module
 from pymc_dp.accounting import PrivacyGuarantee, linear_epsilon
 from pymc_dp.releases.bayes_net import DiscreteBayesNet, bayes_net_count_tables
 
@@ -46,6 +46,9 @@ __all__ = [
     "map_utility_sensitivity",
     "private_map",
 ]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+special = lazy_module("scipy.special")
 
 
 def _positive(name: str, value) -> float:
@@ -120,7 +123,7 @@ def _utilities(counts, tables, prior: float) -> np.ndarray:
         k = t.shape[-1]
         n_rows = logt[0, ..., 0].size
         log_prior = (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1) + n_rows * (
-            gammaln(k * prior) - k * gammaln(prior)
+            special.gammaln(k * prior) - k * special.gammaln(prior)
         )
         loglik = logt.reshape(t.shape[0], -1) @ counts[v].reshape(-1).astype(np.float64)
         u = u + log_prior + loglik
@@ -136,7 +139,7 @@ def _log_probs(data, network, epsilon, candidates, prior):
     u = _utilities(counts, tables, prior)
     scale = eps / (2.0 * delta_u) if delta_u > 0 else 0.0  # all candidates equal: uniform
     logw = scale * u
-    return logw - logsumexp(logw), tables, delta_u
+    return logw - special.logsumexp(logw), tables, delta_u
 
 
 def map_selection_log_probabilities(data, network, *, epsilon, candidates, prior=1.0):

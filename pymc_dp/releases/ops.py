@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
+from pymc_dp._cache import lazy_module
 from pymc_dp._validation import as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
 
@@ -52,6 +52,9 @@ __all__ = [
     "dirichlet_categorical_log_likelihood_range",
     "truncated_beta_rvs",
 ]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+stats = lazy_module("scipy.stats")
 
 
 def _up(x: float, ulps: int = 4) -> float:

@@ -37,8 +37,8 @@ from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
-from scipy import special, stats
 
+from pymc_dp._cache import lazy_module
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases._families import LinearRegression, family_of
@@ -49,6 +49,10 @@ __all__ = [
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
 ]
+
+# imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
+special = lazy_module("scipy.special")
+stats = lazy_module("scipy.stats")
 
 _L2_FAMILIES = ("gaussian", "discrete_gaussian")
 
