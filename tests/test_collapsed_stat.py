@@ -45,12 +45,12 @@ POISSON_GRID = 2001  # enumeration 0..2000 for Poisson means <= 40 (tail beyond 
 
 
 def _kernel(mech, side):
-    """``(numba logpdf, numpy logpdf, params row)``; ``side`` -1 is a release censored at its
-    lower bound (log CDF), ``None`` an interior one."""
+    """``(numba logpdf, numpy logpdf, params row)``; ``side`` -1 / +1 is a release censored at
+    its lower / upper bound (log CDF / log SF), ``None`` an interior one."""
     if side is None:
         return mech.numba_logpdf, mech.logpdf, mech.numba_params
     row = np.concatenate([[float(side)], mech.numba_params])
-    return mech.numba_censored_logpdf, mech.logcdf, row
+    return mech.numba_censored_logpdf, (mech.logcdf if side < 0 else mech.logsf), row
 
 
 def _arrays(a, b, z, row):
@@ -93,6 +93,7 @@ CASES = {
     "dgauss-binom": (DG, None, 0, 500, 0.01, 2.0, 3.0, 30.0),
     "gauss-poisson-b0": (GAU, None, 1, 0, 40.0, 0.0, 0.0, 7.0),
     "gauss-censored-binom": (GAU, -1, 0, 100, 0.5, 0.0, 1.0, 40.0),
+    "gauss-censored-upper-poisson-bneg": (GAU, 1, 1, 0, 30.0, 50.0, -1.0, 28.0),
     "laplace-binom-far": (LAP, None, 0, 50, 0.5, 0.0, 1.0, 1e4),
 }
 
