@@ -57,8 +57,11 @@ from scipy import special
 
 __all__ = ["count_sampler", "counts_gibbs_sampler", "sample_normal_sum"]
 
+#: family codes of the sum's law (first argument of the samplers)
 BINOMIAL = 0
 POISSON = 1
+BETA_BINOMIAL = 2
+NEG_BINOMIAL = 3
 #: return value of :func:`count_sampler` when the release is impossible (zero likelihood)
 IMPOSSIBLE = -1
 #: return value for invalid parameters, or a window wider than ``2 * _MAX_SIDE`` counts
@@ -80,8 +83,28 @@ _EXPAND, _AT_LEAST, _ABOVE = 0, 1, 2  # walk modes
 
 
 @numba.njit(cache=True)
-def _family(family, n, theta):  # pragma: no cover - compiled
-    """``(family, n, odds, log odds, degenerate S or -1, valid)`` of the sum's law."""
+def _family(family, n, t1, t2):  # pragma: no cover - compiled
+    """``(family, n, t1, t2, degenerate S or -1, valid)`` of the sum's law.
+
+    Stored parameters: Binomial ``(odds, log odds)``, Poisson ``(mu, log mu)``, beta-binomial
+    ``(alpha, beta)``, negative binomial ``(r, log(1 - q))``.
+    """
+    if family == BINOMIAL or family == POISSON:
+        return _family_theta(family, n, t1)
+    if family == BETA_BINOMIAL:
+        ok = n >= 0 and t1 >= 1.0 and t1 < math.inf and t2 >= 1.0 and t2 < math.inf
+        return (family, n, t1, t2, 0 if ok and n == 0 else -1, ok)
+    ok = family == NEG_BINOMIAL and t1 >= 1.0 and t1 < math.inf and t2 > 0.0 and t2 <= 1.0
+    if not ok:
+        return (family, n, 1.0, 0.0, -1, False)
+    if t2 == 1.0:
+        return (family, n, t1, 0.0, 0, True)
+    return (family, n, t1, math.log1p(-t2), -1, True)
+
+
+@numba.njit(cache=True)
+def _family_theta(family, n, theta):  # pragma: no cover - compiled
+    """:func:`_family` of a Binomial(n, theta) or Poisson(theta) sum."""
     if family == BINOMIAL:
         ok = n >= 0 and theta >= 0.0 and theta <= 1.0
         if not ok:
@@ -92,7 +115,7 @@ def _family(family, n, theta):  # pragma: no cover - compiled
             return (family, n, 1.0, 0.0, n, True)
         odds = theta / (1.0 - theta)
         return (family, n, odds, math.log(theta) - math.log1p(-theta), -1, True)
-    ok = family == POISSON and theta >= 0.0 and theta < math.inf
+    ok = theta >= 0.0 and theta < math.inf
     if not ok:
         return (family, n, 1.0, 0.0, -1, False)
     if theta == 0.0:
@@ -102,17 +125,21 @@ def _family(family, n, theta):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _log_step(fam, s):  # pragma: no cover - compiled
-    """``log f_S(s+1) - log f_S(s)`` (Binomial: ``s < n``)."""
-    family, n, odds, lodds = fam[0], fam[1], fam[2], fam[3]
-    plain = odds > _ODDS_LO and odds < 1.0 / _ODDS_LO
+    """``log f_S(s+1) - log f_S(s)`` (bounded families: ``s < n``)."""
+    family, n, t1, t2 = fam[0], fam[1], fam[2], fam[3]
+    if family == BETA_BINOMIAL:  # (n - s)(s + alpha) / ((s + 1)(n - s - 1 + beta))
+        return math.log(((n - s) / (s + 1.0)) * ((s + t1) / ((n - s - 1) + t2)))
+    if family == NEG_BINOMIAL:  # (s + r)/(s + 1) (1 - q)
+        return math.log((s + t1) / (s + 1.0)) + t2
+    plain = t1 > _ODDS_LO and t1 < 1.0 / _ODDS_LO
     if family == BINOMIAL:
         ratio = (n - s) / (s + 1.0)
         if plain:
-            return math.log(ratio * odds)
-        return math.log(ratio) + lodds
+            return math.log(ratio * t1)
+        return math.log(ratio) + t2
     if plain:
-        return math.log(odds / (s + 1.0))
-    return lodds - math.log(s + 1.0)
+        return math.log(t1 / (s + 1.0))
+    return t2 - math.log(s + 1.0)
 
 
 @numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
@@ -136,7 +163,7 @@ def _forward(logpdf, fam, nz, s):  # pragma: no cover - compiled
 def _mode(logpdf, fam, nz):  # pragma: no cover - compiled
     """First ``s`` with ``L(s+1) - L(s) <= 0`` (the mode of a concave ``L``), or INVALID."""
     lo = 0
-    if fam[0] == BINOMIAL:
+    if fam[0] == BINOMIAL or fam[0] == BETA_BINOMIAL:
         hi = fam[1]
     else:
         if not _forward(logpdf, fam, nz, 0) > 0.0:
@@ -222,7 +249,8 @@ def _count_core(logpdf, fam, nz, u):  # pragma: no cover - compiled
     g_mode = _noise(logpdf, nz, mode)
     if not g_mode > -math.inf:
         return IMPOSSIBLE, 0
-    upper = fam[1] if fam[0] == BINOMIAL else _POISSON_MAX
+    bounded = fam[0] == BINOMIAL or fam[0] == BETA_BINOMIAL
+    upper = fam[1] if bounded else _POISSON_MAX
     right, hi = _walk(logpdf, fam, nz, (mode, 1, upper, g_mode), (_EXPAND, 1.0))
     left, lo = _walk(logpdf, fam, nz, (mode, -1, 0, g_mode), (_EXPAND, 1.0 + right))
     if right < 0.0 or left < 0.0:
@@ -304,7 +332,7 @@ def count_sampler(logpdf):
 
     @numba.njit
     def sample(family, n, theta, a, b, z, params, u):  # pragma: no cover - compiled
-        fam = _family(family, n, theta)
+        fam = _family(family if family <= POISSON else -1, n, theta, 0.0)
         return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
     _COUNT_CACHED[logpdf] = sample
@@ -329,9 +357,22 @@ def _pair_noise(counts, release, pair, ab):  # pragma: no cover - compiled
         b[r] = M[r, j] - M[r, k]
 
 
+@numba.njit(cache=True)
+def _pair_law(law, pair):  # pragma: no cover - compiled
+    """:func:`_family` of ``c_j`` given ``c_j + c_k = s``: ``law = (family, weights)`` with
+    ``family`` BINOMIAL (weights ``p``) or BETA_BINOMIAL (weights ``alpha``)."""
+    family, w = law
+    j, k, s = pair
+    if family == BETA_BINOMIAL:
+        return _family(BETA_BINOMIAL, s, w[j], w[k])
+    tot = w[j] + w[k]
+    return _family(BINOMIAL, s, w[j] / tot if tot > 0.0 else 0.0, 0.0)
+
+
 @numba.njit  # takes logpdf: not cached on disk (see _DISK_CACHE_NOTE)
-def _gibbs_core(logpdf, counts, p, release, noise, u):  # pragma: no cover - compiled
-    """One sweep of :func:`counts_gibbs_sampler`; ``release = (C, M)``, ``noise = (z, params)``."""
+def _gibbs_core(logpdf, counts, law, release, noise, u):  # pragma: no cover - compiled
+    """One pair-move sweep; ``law`` as :func:`_pair_law`, ``release = (C, M)``,
+    ``noise = (z, params)``."""
     z, params = noise
     n_cells = counts.shape[0]
     if n_cells < 2:
@@ -342,10 +383,8 @@ def _gibbs_core(logpdf, counts, p, release, noise, u):  # pragma: no cover - com
     for j in range(n_cells):
         k = (j + 1 + min(int(u[2 * j] * (n_cells - 1)), n_cells - 2)) % n_cells
         s = counts[j] + counts[k]
-        w = p[j] + p[k]
-        theta = p[j] / w if w > 0.0 else 0.0
         _pair_noise(counts, release, (j, k, s), (a, b))
-        fam = _family(BINOMIAL, s, theta)
+        fam = _pair_law(law, (j, k, s))
         cj, width = _count_core(logpdf, fam, _noise_args(a, b, z, params), u[2 * j + 1])
         if cj < 0:
             return cj
@@ -427,7 +466,7 @@ def counts_gibbs_sampler(logpdf):
 
     @numba.njit
     def sweep(counts, p, C, M, z, params, u):  # pragma: no cover - compiled
-        return _gibbs_core(logpdf, counts, p, (C, M), (z, params), u)
+        return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
 
     _GIBBS_CACHED[logpdf] = sweep
     return sweep
