@@ -251,6 +251,10 @@ class _LazyUFunc:
             raise AttributeError(attr)
         return getattr(self.ufunc(), attr)
 
+    def __reduce__(self):
+        # pickled by reference, as a module-level numba ufunc is
+        return self.__qualname__
+
     def __repr__(self):
         state = "built" if self.built() else "not built yet"
         return f"<lazy numba ufunc {self.__qualname__} ({state})>"

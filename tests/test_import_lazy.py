@@ -210,3 +210,39 @@ print(json.dumps({"waiting": waiting, "n_waiting": n_waiting,
     assert out["waiting"] == ["pytensor.link.numba.dispatch"]
     assert out["n_waiting"] >= len(EXPECTED_LOWERINGS)
     assert out["after"] == []
+
+
+def _lazy_ufuncs():
+    import pymc_dp.distributions.skellam
+    import pymc_dp.kernels.bessel_sampling
+    import pymc_dp.math.bessel
+    import pymc_dp.math.poisson
+    from pymc_dp._cache import _LazyUFunc
+
+    mods = (
+        pymc_dp.distributions.skellam,
+        pymc_dp.kernels.bessel_sampling,
+        pymc_dp.math.bessel,
+        pymc_dp.math.poisson,
+    )
+    return [v for m in mods for v in vars(m).values() if isinstance(v, _LazyUFunc)]
+
+
+@pytest.mark.parametrize("ufunc", _lazy_ufuncs(), ids=lambda u: f"{u.__module__}.{u.__name__}")
+def test_lazy_ufunc_is_the_vectorized_kernel(ufunc):
+    """A lazily built ufunc gives, bit for bit, its scalar function's values; it keeps its
+    declared float64 signatures and pickles by reference (as a module-level numba ufunc)."""
+    import pickle
+
+    import numpy as np
+
+    rng = np.random.default_rng(14)
+    args = [np.abs(rng.standard_cauchy(40)) * 3.0 for _ in range(ufunc.nin)]
+    args[0] = np.floor(args[0])  # counts / orders first (integral values, as in the package)
+    with np.errstate(all="ignore"):
+        got = ufunc(*args)
+        want = np.array([ufunc._py_func(*(float(a[i]) for a in args)) for i in range(40)])
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    assert all(t.endswith("->d") and t.startswith(("d", "l")) for t in ufunc.types)
+    assert pickle.loads(pickle.dumps(ufunc)) is ufunc
