@@ -17,6 +17,14 @@
   Margins of the controls (measured): chi-square p-values 0.0 (b halved, 20000 draws); the
   Gibbs control's exact noncentrality is 2270 on 27 degrees of freedom (1e-6 critical value
   about 70); the KS control's distance is 0.075 against a 1e-6 critical value of 0.0085.
+* Marginal laws (parameter integrated out): the same exact enumeration checks, chi-square and
+  extremes for the beta-binomial (family 2) and negative binomial (family 3) against scipy's
+  ``betabinom`` / ``nbinom`` (40-digit log-gamma at n = 1e12 and alpha = 1e8); the
+  Dirichlet-multinomial pair sweep against its exact sweep matrix (K = 3, N = 6); the -2 codes
+  where log-concavity fails (alpha, beta or r below 1). Margins of their controls (measured):
+  chi-square p-values 0.0 (b halved, 20000 draws; the correct draws gave 0.68 and 0.82); the
+  Dirichlet control (the Multinomial pair sweep with p = alpha / sum(alpha)) has exact
+  noncentrality 2807 on 27 degrees of freedom at 5000 chains (1e-6 critical value 77).
 """
 
 import itertools
@@ -27,8 +35,12 @@ import pytest
 from scipy import integrate, special, stats
 
 from pymc_dp.kernels.collapsed_stat import (
+    BETA_BINOMIAL,
+    NEG_BINOMIAL,
     count_sampler,
     counts_gibbs_sampler,
+    marginal_count_sampler,
+    marginal_counts_gibbs_sampler,
     sample_normal_sum,
 )
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
@@ -235,10 +247,14 @@ STATES = [c for c in itertools.product(range(N6 + 1), repeat=K3) if sum(c) == N6
 INDEX = {c: i for i, c in enumerate(STATES)}
 
 
-def _gibbs_target(m):
-    """Exact ``pi`` over the 28 states (Multinomial x Laplace noise of ``C + m @ c``)."""
+def _multinomial(c):
+    return stats.multinomial.logpmf(c, N6, P3)
+
+
+def _gibbs_target(m, prior=_multinomial):
+    """Exact ``pi`` over the 28 states (``prior`` x Laplace noise of ``C + m @ c``)."""
     c = np.array(STATES, float)
-    logw = stats.multinomial.logpmf(c, N6, P3)
+    logw = prior(c)
     logw = logw + LAP.logpdf(Z3[None, :] - C3[None, :] - c @ m.T).sum(axis=1)
     return np.exp(logw - special.logsumexp(logw))
 
@@ -262,15 +278,17 @@ def _sweep_matrix(pi):
     return total
 
 
-def _run_chains(starts, sweeps, m, seed):
-    g = counts_gibbs_sampler(LAP.numba_logpdf)
+def _run_chains(starts, sweeps, m, seed, law=(counts_gibbs_sampler, P3)):
+    """Final states of independent chains; ``law = (sampler factory, p or alpha)``."""
+    factory, weights = law
+    g = factory(LAP.numba_logpdf)
     params = np.repeat(LAP.numba_params[None, :], 2, axis=0)
     rng = np.random.default_rng(seed)
     out = np.empty(len(starts), np.int64)
     for i, s in enumerate(starts):
         counts = np.array(STATES[s], np.int64)
         for _ in range(sweeps):
-            assert g(counts, P3, C3, m, Z3, params, rng.random(2 * K3)) > 0
+            assert g(counts, weights, C3, m, Z3, params, rng.random(2 * K3)) > 0
         assert counts.sum() == N6
         out[i] = INDEX[tuple(counts)]
     return out
@@ -385,3 +403,297 @@ def test_normal_sum_rejects(kwargs, word):
     args |= {"noise": ("gaussian", 1.0), "u": 0.5} | kwargs
     with pytest.raises(ValueError, match=word):
         sample_normal_sum(**args)
+
+
+# ---------------------------------------------------------------- marginal laws (issue 12)
+
+MARGINAL_CASES = {
+    "laplace-betabinom": (LAP, None, BETA_BINOMIAL, 200, (2.0, 5.0), 0.0, 1.0, 80.0),
+    "geometric-betabinom-flat-m2-bneg": (
+        GEO,
+        None,
+        BETA_BINOMIAL,
+        300,
+        (1.0, 1.0),
+        [0.0, 3.0],
+        [1.0, -1.0],
+        [150.0, -140.0],
+    ),
+    "dgauss-betabinom-b0": (DG, None, BETA_BINOMIAL, 400, (3.0, 1.0), 0.0, 0.0, 7.0),
+    "gauss-censored-betabinom": (GAU, -1, BETA_BINOMIAL, 100, (1.5, 2.5), 0.0, 1.0, 40.0),
+    "laplace-betabinom-far": (LAP, None, BETA_BINOMIAL, 50, (4.0, 1.0), 0.0, 1.0, -1e4),
+    "laplace-negbinom": (LAP, None, NEG_BINOMIAL, 0, (3.0, 0.2), 0.0, 1.0, 20.0),
+    "geometric-negbinom-r1-m2": (
+        GEO,
+        None,
+        NEG_BINOMIAL,
+        0,
+        (1.0, 0.05),
+        [0.0, 3.0],
+        [1.0, 1.0],
+        [31.0, 36.0],
+    ),
+    "gauss-censored-upper-negbinom-bneg": (GAU, 1, NEG_BINOMIAL, 0, (5.0, 0.3), 50.0, -1.0, 28.0),
+    "laplace-negbinom-q-near-1": (LAP, None, NEG_BINOMIAL, 0, (2.0, 0.999), 0.0, 1.0, 5.0),
+    "gauss-negbinom-b0": (GAU, None, NEG_BINOMIAL, 0, (40.0, 0.5), 0.0, 0.0, 3.0),
+}
+
+
+def _marginal_ref_logw(case):
+    """Enumerated log weights over the support (beta-binomial) or 0..2000 (negative binomial,
+    tail beyond 2000 below 1e-40 of the mass for these cases) with scipy's log-pmf."""
+    mech, side, family, n, (t1, t2), a, b, z = case
+    if family == BETA_BINOMIAL:
+        grid = np.arange(n + 1)
+        base = stats.betabinom.logpmf(grid, n, t1, t2)
+    else:
+        grid = np.arange(POISSON_GRID)
+        base = stats.nbinom.logpmf(grid, t1, t2)
+    np_logpdf = _kernel(mech, side)[1]
+    a, b, z, _ = _arrays(a, b, z, np.zeros(1))
+    noise = sum(np_logpdf((z[k] - a[k]) - b[k] * grid.astype(float)) for k in range(z.size))
+    return grid, base + noise
+
+
+def _mdraw(case, u):
+    mech, side, family, n, (t1, t2), a, b, z = case
+    nb, _, row = _kernel(mech, side)
+    return marginal_count_sampler(nb)(family, n, t1, t2, *_arrays(a, b, z, row), u)
+
+
+def _assert_window_cdf(draw, grid_cdf, lo_hi):
+    """At every window point ``k`` (``k`` indexes ``grid_cdf`` from ``lo``): ``u = F(k) -
+    1e-12`` draws ``<= k`` and ``u = F(k) + 1e-12`` draws ``> k``."""
+    lo, hi = lo_hi
+    for k in range(lo, hi + 1):
+        c = grid_cdf[k - lo]
+        if 1e-12 < c - 1e-12 < 1.0:
+            assert draw(c - 1e-12)[0] <= k
+        if c + 1e-12 < 1.0:
+            assert draw(c + 1e-12)[0] > k
+
+
+@pytest.mark.parametrize("name", list(MARGINAL_CASES))
+def test_marginal_window_matches_enumeration(name):
+    """Beta-binomial / negative binomial marginal: the sampler's CDF equals the enumerated CDF
+    (scipy betabinom / nbinom x the mechanism's numpy log-density) to 1e-12 at every window
+    point, and the enumerated mass outside the window is at most 1e-14 of the window mass."""
+    case = MARGINAL_CASES[name]
+    grid, logw = _marginal_ref_logw(case)
+    pmf = np.exp(logw - special.logsumexp(logw))
+    cdf = np.cumsum(pmf)
+    lo, width = _mdraw(case, 5e-324)
+    hi = lo + width - 1
+    assert 0 <= lo <= hi <= grid[-1]
+    inside = pmf[lo : hi + 1].sum()
+    assert (pmf[:lo].sum() + pmf[hi + 1 :].sum()) <= 1e-14 * inside + 1e-15
+    _assert_window_cdf(lambda u: _mdraw(case, u), cdf[lo : hi + 1], (lo, hi))
+
+
+def test_marginal_window_negative_control_detected():
+    """The exact check above rejects the conditional law in place of the marginal one
+    (Binomial(n, alpha/(alpha+beta)) for the beta-binomial): some CDF point disagrees."""
+    case = MARGINAL_CASES["laplace-betabinom"]
+    _, logw = _marginal_ref_logw(case)
+    cdf = np.cumsum(np.exp(logw - special.logsumexp(logw)))
+    mech, side, _, n, (t1, t2), a, b, z = case
+    wrong = (mech, side, 0, n, t1 / (t1 + t2), a, b, z)
+    bad = [k for k in range(40, 120) if _draw(wrong, min(cdf[k] + 1e-12, 0.999))[0] <= k]
+    assert len(bad) > 0
+
+
+@pytest.mark.parametrize("name", ["laplace-betabinom", "geometric-negbinom-r1-m2"])
+def test_marginal_chisquare(name):
+    """1e5 draws against the enumerated pmf: chi-square, false-alarm rate 1e-6; the same test
+    rejects draws made with ``b`` halved (negative control, 20000 draws)."""
+    case = MARGINAL_CASES[name]
+    _, logw = _marginal_ref_logw(case)
+    ref = _law(np.exp(logw - special.logsumexp(logw)))
+    us = np.random.default_rng(13).random(100_000)
+    draws = np.array([_mdraw(case, u)[0] for u in us])
+    assert_gof(chisquare_gof(draws, ref), what=name)
+    mech, side, family, n, theta, a, b, z = case
+    wrong = (mech, side, family, n, theta, a, np.asarray(b) / 2, z)
+    bad = np.array([_mdraw(wrong, u)[0] for u in us[:20_000]])
+    assert_rejects(chisquare_gof(bad, ref), what=f"{name}, b halved")
+
+
+@pytest.mark.parametrize("name", ["laplace-binom", "geometric-poisson-m2", "gauss-poisson-b0"])
+def test_marginal_sampler_serves_binomial_and_poisson(name):
+    """Families 0 and 1 through the marginal factory (t2 ignored) give count_sampler's draws."""
+    mech, side, family, n, theta, a, b, z = CASES[name]
+    nb, _, row = _kernel(mech, side)
+    f = marginal_count_sampler(nb)
+    for u in (1e-300, 0.01, 0.37, 0.5, 0.93, 1.0 - 2**-53):
+        got = f(family, n, theta, 123.0, *_arrays(a, b, z, row), u)
+        assert got == _draw(CASES[name], u)
+
+
+def _mp_logf(family, n, t, k):
+    """40-digit ``log f_S(k)`` up to a constant (mpmath log-gamma)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    t1, t2 = mp.mpf(t[0]), mp.mpf(t[1])
+    out = []
+    for j in (int(v) for v in k):
+        if family == BETA_BINOMIAL:
+            v = mp.loggamma(j + t1) + mp.loggamma(n - j + t2)
+            v -= mp.loggamma(j + 1) + mp.loggamma(n - j + 1)
+        else:
+            v = mp.loggamma(j + t1) - mp.loggamma(j + 1) + j * mp.log1p(-t2)
+        out.append(v)
+    return np.array([float(v - out[0]) for v in out])
+
+
+@pytest.mark.parametrize(
+    ("family", "n", "t", "z"),
+    [
+        (BETA_BINOMIAL, 10**12, (3.0, 2.0), 4e11 + 0.5),
+        (BETA_BINOMIAL, 10**12, (1e8, 1e8), 5e11 + 3e7),
+        (BETA_BINOMIAL, 10**6, (1e8, 1e8), 5e5 + 40.0),
+        (NEG_BINOMIAL, 0, (1e8, 0.5), 1e8 + 4e4),
+        (NEG_BINOMIAL, 0, (1.0, 1e-300), 1e15),
+        (NEG_BINOMIAL, 0, (2.5, 1e-15), 2.5e15 + 0.5),
+    ],
+)
+def test_marginal_extreme_exact_near_mode(family, n, t, z):
+    """N up to 1e12, alpha/beta/r up to 1e8, q at 1e-300 and 1e-15, Laplace(2) noise: the
+    window CDF against 40-digit log-gamma log-pmfs (scipy loses digits there), to 1e-12."""
+    case = (LAP, None, family, n, t, 0.0, 1.0, z)
+    lo, width = _mdraw(case, 5e-324)
+    assert 1 < width < 500  # set by the noise, not by n or the prior's spread
+    k = np.arange(lo, lo + width)
+    logw = _mp_logf(family, n, t, k) + LAP.logpdf(z - k)
+    cdf = np.cumsum(np.exp(logw - special.logsumexp(logw)))
+    _assert_window_cdf(lambda u: _mdraw(case, u), cdf, (lo, lo + width - 1))
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        ((BETA_BINOMIAL, 10**12, (1.0, 1.0), 0.0, 1.0, 2e12), (10**12 - 60, 10**12)),
+        ((BETA_BINOMIAL, 10**12, (1.0, 1e8), 0.0, 1.0, -1e9), (0, 60)),
+        (
+            (BETA_BINOMIAL, 10**12, (1e8, 1.0), [0.0, 1.0], [1.0, -2.0], [3e11, -6e11]),
+            (3e11 - 40, 3e11 + 40),
+        ),
+        ((BETA_BINOMIAL, 0, (2.0, 3.0), 0.0, 1.0, 5.0), (0, 0)),
+        ((NEG_BINOMIAL, 0, (1e8, 1.0 - 2**-53), 0.0, 1.0, 1e9), (0, 3)),
+        ((NEG_BINOMIAL, 0, (3.0, 1.0), 0.0, 1.0, 1e9), (0, 0)),
+        ((NEG_BINOMIAL, 0, (1.0, 1e-300), 0.0, -1.0, 1e9), (0, 60)),
+        ((NEG_BINOMIAL, 0, (1e8, 1e-300), 0.0, 1.0, 4e15), (4e15 - 100, 4e15 + 100)),
+        ((NEG_BINOMIAL, 0, (1.0, 1e-3), 0.0, 0.0, 5.0), (0, 40_000)),
+    ],
+)
+def test_marginal_extremes_finite_in_support(args, expect):
+    """Extreme parameters: the draw is in its documented range and the window is bounded."""
+    family, n, t, a, b, z = args
+    for u in (1e-300, 0.37, 1.0 - 2**-53):
+        s, width = _mdraw((GEO, None, family, n, t, a, b, z), u)
+        assert expect[0] <= s <= expect[1]
+        assert 1 <= width <= (40_000 if b == 0.0 else 200)
+
+
+@pytest.mark.parametrize(
+    ("family", "n", "t"),
+    [
+        (BETA_BINOMIAL, 10, (0.999, 2.0)),
+        (BETA_BINOMIAL, 10, (2.0, 0.5)),
+        (BETA_BINOMIAL, 10, (math.nan, 2.0)),
+        (BETA_BINOMIAL, 10, (2.0, math.inf)),
+        (BETA_BINOMIAL, -1, (2.0, 2.0)),
+        (NEG_BINOMIAL, 0, (0.5, 0.3)),
+        (NEG_BINOMIAL, 0, (math.nan, 0.3)),
+        (NEG_BINOMIAL, 0, (2.0, 0.0)),
+        (NEG_BINOMIAL, 0, (2.0, 1.5)),
+        (NEG_BINOMIAL, 0, (2.0, math.nan)),
+        (4, 10, (2.0, 0.3)),
+        (-1, 10, (2.0, 0.3)),
+        (0, 10, (1.5, 0.3)),
+        (1, 10, (-1.0, 0.3)),
+    ],
+)
+def test_marginal_invalid_code(family, n, t):
+    """-2 for invalid parameters, including shape parameters below 1 (log-concavity fails)."""
+    assert _mdraw((GEO, None, family, n, t, 0.0, 1.0, 3.0), 0.5) == (-2, 0)
+
+
+def test_marginal_impossible_and_count_sampler_keeps_its_families():
+    """-1 for an impossible release (geometric noise at a non-integer); count_sampler still
+    rejects the marginal family codes with -2."""
+    assert _mdraw((GEO, None, BETA_BINOMIAL, 10, (2.0, 2.0), 0.0, 1.0, 0.5), 0.5)[0] == -1
+    assert _mdraw((GEO, None, NEG_BINOMIAL, 0, (2.0, 0.5), 0.0, 1.0, 0.5), 0.5)[0] == -1
+    assert _mdraw((GEO, None, NEG_BINOMIAL, 0, (2.0, 1.0), 0.0, 1.0, 0.5), 0.5)[0] == -1
+    assert _extreme(GEO, (BETA_BINOMIAL, 10, 0.3, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (NEG_BINOMIAL, 10, 0.3, 0.0, 1.0, 3.0))[0] == -2
+
+
+def test_counts_beyond_2_to_53_are_refused():
+    """-2 when the mode lies beyond 2**53 (float(S) inexact there) or n exceeds it: a
+    negative binomial of mode 1e300 with flat noise, a Poisson of mean 1e17 (either kernel),
+    a beta-binomial or Binomial with n = 2**53 + 1."""
+    assert _mdraw((GEO, None, NEG_BINOMIAL, 0, (2.0, 1e-300), 0.0, 0.0, 3.0), 0.5)[0] == -2
+    assert _extreme(GEO, (1, 0, 1e17, 0.0, 1.0, 1e17))[0] == -2
+    assert _mdraw((GEO, None, 1, 0, (1e17, 0.0), 0.0, 1.0, 1e17), 0.5)[0] == -2
+    assert _mdraw((GEO, None, BETA_BINOMIAL, 2**53 + 1, (1.0, 1.0), 0.0, 1.0, 3.0), 0.5)[0] == -2
+    assert _extreme(GEO, (0, 2**53 + 1, 0.5, 0.0, 1.0, 3.0))[0] == -2
+    assert _extreme(GEO, (1, 0, 1e15, 0.0, 1.0, 1e15))[0] > 0  # below 2**53: fine
+
+
+ALPHA3 = np.array([1.0, 2.5, 1.5])
+
+
+def _dirichlet_multinomial(c):
+    return stats.dirichlet_multinomial.logpmf(c, ALPHA3, N6)
+
+
+def test_dirichlet_sweep_matrix_reference():
+    """The reference matrix for the Dirichlet-multinomial target is stochastic, leaves pi
+    invariant and is irreducible (P^2 > 0); its pair conditionals are BetaBinomial(s, alpha_j,
+    alpha_k) x noise (checked on every fibre against scipy's betabinom)."""
+    pi = _gibbs_target(M3, _dirichlet_multinomial)
+    P = _sweep_matrix(pi)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(pi @ P, pi, rtol=0, atol=1e-13)
+    assert np.all(np.linalg.matrix_power(P, 2) > 0)
+    c = np.array(STATES)
+    for s in range(N6 + 1):  # fibre of (c_0, c_1) with c_2 = N - s
+        idx = np.flatnonzero(c[:, 2] == N6 - s)
+        cj = c[idx, 0]
+        noise = LAP.logpdf(Z3[None, :] - C3[None, :] - c[idx] @ M3.T).sum(axis=1)
+        ref = stats.betabinom.logpmf(cj, s, ALPHA3[0], ALPHA3[1]) + noise
+        got = np.log(pi[idx])
+        np.testing.assert_allclose(got - got[0], ref - ref[0], rtol=0, atol=1e-12)
+
+
+def test_dirichlet_gibbs_invariance_and_from_corner():
+    """20000 independent chains of the Dirichlet-multinomial sweep: started from pi, after one
+    sweep they follow pi; started at (6, 0, 0), after two sweeps they follow that row of P^2
+    (chi-square, false-alarm rate 1e-6 each). Negative control: the conditional sweep with
+    p = alpha / sum(alpha) (Multinomial, the parameter not integrated out) is rejected."""
+    pi = _gibbs_target(M3, _dirichlet_multinomial)
+    P2 = np.linalg.matrix_power(_sweep_matrix(pi), 2)
+    law = (marginal_counts_gibbs_sampler, ALPHA3)
+    starts = np.random.default_rng(6).choice(len(STATES), size=20_000, p=pi)
+    got = _run_chains(starts, 1, M3, 11, law)
+    assert_gof(chisquare_gof(got, _law(pi)), what="dirichlet invariance")
+    corner = np.full(20_000, INDEX[(6, 0, 0)])
+    law2 = P2[INDEX[(6, 0, 0)]]
+    assert_gof(chisquare_gof(_run_chains(corner, 2, M3, 12, law), _law(law2)), what="corner")
+    wrong = (counts_gibbs_sampler, ALPHA3 / ALPHA3.sum())
+    bad = _run_chains(corner[:5000], 2, M3, 13, wrong)
+    assert_rejects(chisquare_gof(bad, _law(law2)), what="multinomial pair law")
+
+
+def test_dirichlet_gibbs_invalid_alpha_leaves_counts():
+    """-2 (before any move, counts untouched) for alpha below 1, NaN, infinite or of another
+    length than counts; K = 1 with valid alpha returns 0."""
+    g = marginal_counts_gibbs_sampler(LAP.numba_logpdf)
+    params = np.repeat(LAP.numba_params[None, :], 2, axis=0)
+    u = np.full(2 * K3, 0.5)
+    for alpha in ([1.0, 0.99, 2.0], [1.0, math.nan, 2.0], [1.0, math.inf, 2.0], [1.0, 2.0]):
+        counts = np.array([3, 2, 1])
+        assert g(counts, np.array(alpha), C3, M3, Z3, params, u) == -2
+        assert counts.tolist() == [3, 2, 1]
+    one = np.array([6])
+    assert g(one, np.array([2.0]), C3, M3[:, :1], Z3, params, u) == 0

@@ -20,13 +20,21 @@ kernels draw from ``pi`` exactly:
 * :func:`sample_normal_sum`: a Normal sum with Gaussian (any number of components) or Laplace
   (one component) noise, in closed form.
 
+With a conjugate prior on ``theta`` the parameter can be integrated out instead: ``S`` then
+follows its marginal law (beta-binomial, negative binomial, Dirichlet-multinomial) and
+:func:`marginal_count_sampler` / :func:`marginal_counts_gibbs_sampler` draw it by the same
+window (log-concave when the prior's shape parameters are ``>= 1``), after which ``theta | S``
+is conjugate: an independent joint draw where the alternation ``S | theta``, ``theta | S``
+mixes slowly (noise wide relative to the spread of ``S`` given ``theta``).
+
 Window and its certificate (:func:`count_sampler`). ``log f_S`` is concave in ``S`` (Binomial
-and Poisson pmfs are log-concave) and so is each ``log eta_k`` of an affine function of ``S``
+and Poisson pmfs are log-concave, the marginal laws when their shape parameters are ``>= 1``:
+:func:`marginal_count_sampler`) and so is each ``log eta_k`` of an affine function of ``S``
 (Laplace, Gaussian, two-sided geometric and discrete Gaussian noise, and their censored log CDF /
 log SF), so ``L(S) = log pi(S)`` is concave on the integers. Hence:
 
 1. the mode ``M`` is the first ``S`` whose forward difference ``L(S+1) - L(S)`` is ``<= 0``:
-   integer bisection, ``O(log n)`` evaluations (Poisson: the bracket is doubled first);
+   integer bisection, ``O(log n)`` evaluations (unbounded laws: the bracket is doubled first);
 2. the ratios ``r_j = pi(j+1)/pi(j)`` are non-increasing, so beyond a point ``h > M`` the
    right tail is at most ``pi(h) r_h / (1 - r_h)`` with ``r_h = pi(h)/pi(h-1) < 1`` (a geometric
    series; the left tail likewise). The window is grown from ``M`` until ``L`` is 36 below
@@ -55,7 +63,17 @@ import numba
 import numpy as np
 from scipy import special
 
-__all__ = ["count_sampler", "counts_gibbs_sampler", "sample_normal_sum"]
+__all__ = [
+    "BETA_BINOMIAL",
+    "BINOMIAL",
+    "NEG_BINOMIAL",
+    "POISSON",
+    "count_sampler",
+    "counts_gibbs_sampler",
+    "marginal_count_sampler",
+    "marginal_counts_gibbs_sampler",
+    "sample_normal_sum",
+]
 
 #: family codes of the sum's law (first argument of the samplers)
 BINOMIAL = 0
@@ -70,7 +88,7 @@ INVALID = -2
 _DROP = -36.0  # log-density below the mode that the window must reach on each open side
 _SIDE_TOL = 5e-15  # certified neglected mass per side, relative to the window mass
 _MAX_SIDE = 2**31  # window half-width cap (a call is always bounded)
-_POISSON_MAX = 2**62  # largest Poisson count considered
+_COUNT_MAX = 2**53  # largest count considered: float(S) is exact below it (noise arguments)
 _ODDS_LO = 1e-250  # odds in (_ODDS_LO, 1/_ODDS_LO): log of a product, else sum of logs
 _EXPAND, _AT_LEAST, _ABOVE = 0, 1, 2  # walk modes
 # _DISK_CACHE_NOTE: numba's on-disk cache keys a function taking a dispatcher argument by the
@@ -92,7 +110,8 @@ def _family(family, n, t1, t2):  # pragma: no cover - compiled
     if family == BINOMIAL or family == POISSON:
         return _family_theta(family, n, t1)
     if family == BETA_BINOMIAL:
-        ok = n >= 0 and t1 >= 1.0 and t1 < math.inf and t2 >= 1.0 and t2 < math.inf
+        ok = n >= 0 and n <= _COUNT_MAX and t1 >= 1.0 and t1 < math.inf
+        ok = ok and t2 >= 1.0 and t2 < math.inf
         return (family, n, t1, t2, 0 if ok and n == 0 else -1, ok)
     ok = family == NEG_BINOMIAL and t1 >= 1.0 and t1 < math.inf and t2 > 0.0 and t2 <= 1.0
     if not ok:
@@ -106,7 +125,7 @@ def _family(family, n, t1, t2):  # pragma: no cover - compiled
 def _family_theta(family, n, theta):  # pragma: no cover - compiled
     """:func:`_family` of a Binomial(n, theta) or Poisson(theta) sum."""
     if family == BINOMIAL:
-        ok = n >= 0 and theta >= 0.0 and theta <= 1.0
+        ok = n >= 0 and n <= _COUNT_MAX and theta >= 0.0 and theta <= 1.0
         if not ok:
             return (family, n, 1.0, 0.0, -1, False)
         if n == 0 or theta == 0.0:
@@ -170,7 +189,7 @@ def _mode(logpdf, fam, nz):  # pragma: no cover - compiled
             return 0
         lo, hi = 1, 2
         while _forward(logpdf, fam, nz, hi) > 0.0:
-            if hi >= _POISSON_MAX:
+            if hi >= _COUNT_MAX:
                 return INVALID
             lo, hi = hi + 1, 2 * hi
     while lo < hi:
@@ -250,7 +269,7 @@ def _count_core(logpdf, fam, nz, u):  # pragma: no cover - compiled
     if not g_mode > -math.inf:
         return IMPOSSIBLE, 0
     bounded = fam[0] == BINOMIAL or fam[0] == BETA_BINOMIAL
-    upper = fam[1] if bounded else _POISSON_MAX
+    upper = fam[1] if bounded else _COUNT_MAX
     right, hi = _walk(logpdf, fam, nz, (mode, 1, upper, g_mode), (_EXPAND, 1.0))
     left, lo = _walk(logpdf, fam, nz, (mode, -1, 0, g_mode), (_EXPAND, 1.0 + right))
     if right < 0.0 or left < 0.0:
@@ -296,14 +315,16 @@ def count_sampler(logpdf):
     -------
     f : numba function
         ``f(family, n, theta, a, b, z, params, u)`` with ``family`` 0 (Binomial(n, theta),
-        ``S`` in ``0..n``, ``n`` up to about ``1e15``) or 1 (Poisson with mean ``theta``,
-        ``n`` ignored); ``a, b, z`` float64[::1] of length ``m``; ``params`` float64[:, ::1]
-        of shape ``(m, P)``; ``u`` a uniform in ``(0, 1)``. It returns ``(S, width)``: the draw
-        (int64) and the window width (int64; 1 for a degenerate law, 0 on failure). ``S`` is
-        ``-1`` when the release is impossible (its likelihood is 0 for every ``S`` of the
-        support; the caller raises ``ValueError``) and ``-2`` when the parameters are invalid
-        (``theta`` NaN or outside ``[0, 1]`` / ``[0, inf)``, ``n < 0``, unknown ``family``) or
-        the window would exceed ``2**31`` counts on a side. ``theta`` 0 or 1 gives ``S = 0``
+        ``S`` in ``0..n``, ``n`` up to ``2**53``) or 1 (Poisson with mean ``theta``, ``n``
+        ignored, ``S`` up to ``2**53``); ``a, b, z`` float64[::1] of length ``m``; ``params``
+        float64[:, ::1] of shape ``(m, P)``; ``u`` a uniform in ``(0, 1)``. It returns
+        ``(S, width)``: the draw (int64) and the window width (int64; 1 for a degenerate law, 0
+        on failure). ``S`` is ``-1`` when the release is impossible (its likelihood is 0 for
+        every ``S`` of the support; the caller raises ``ValueError``) and ``-2`` when the
+        parameters are invalid (``theta`` NaN or outside ``[0, 1]`` / ``[0, inf)``, ``n < 0``
+        or ``n > 2**53``, unknown ``family``), the window would exceed ``2**31`` counts on a
+        side, or the mode lies beyond ``2**53`` (where ``float(S)``, the noise's argument, is
+        no longer exact). ``theta`` 0 or 1 gives ``S = 0``
         or ``S = n``; ``b = 0`` gives ``S ~ f_S`` (windowed in the same way).
 
     Notes
@@ -336,6 +357,105 @@ def count_sampler(logpdf):
         return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
     _COUNT_CACHED[logpdf] = sample
+    return sample
+
+
+_MARGINAL_CACHED: dict = {}
+
+
+def marginal_count_sampler(logpdf):
+    r"""Exact sampler of a count sum given an affine noisy release, its parameter integrated out.
+
+    The conjugate parameter of the records is integrated out, so ``S`` follows its prior
+    predictive (marginal) law ``f_S`` and the sampler draws ``S`` from
+
+    .. math::
+
+        \pi(S) \propto f_S(S) \prod_{k<m} \exp \mathrm{logpdf}(z_k - a_k - b_k S,
+        \mathrm{params}_k);
+
+    the caller then draws the parameter given ``S`` from its conjugate posterior: an
+    independent joint draw of ``(S, theta)`` given the release (issue 12). Same window,
+    ``1e-14`` certificate, return codes and cost as :func:`count_sampler`, whose two families
+    this factory also serves.
+
+    Marginal laws (``family``, ``t1``, ``t2``):
+
+    * 0, Binomial(n, theta): ``t1 = theta``, ``t2`` ignored (as :func:`count_sampler`);
+    * 1, Poisson(theta): ``t1 = theta``, ``n`` and ``t2`` ignored;
+    * 2, beta-binomial ``BetaBinomial(n, alpha, beta)`` (``Beta(alpha, beta)`` prior,
+      Bernoulli records): ``t1 = alpha``, ``t2 = beta``, ``S`` in ``0..n``,
+      ``f(s+1)/f(s) = (n - s)(s + alpha) / ((s + 1)(n - s - 1 + beta))``;
+    * 3, negative binomial ``NB(r, q)`` (``Gamma(alpha, rate beta)`` prior, Poisson records:
+      ``r = alpha``, ``q = beta/(beta + n)``): ``t1 = r``, ``t2 = q`` the success
+      probability, ``n`` ignored, ``S`` in ``0, 1, ..``, ``f(s+1)/f(s) = (s + r)(1 - q)/(s + 1)``.
+
+    Log-concavity, which the window certificate needs: the ratio ``f(s+1)/f(s)`` must be
+    non-increasing in ``s``. Beta-binomial: it is the product of ``(s + alpha)/(s + 1)`` and
+    ``(n - s)/(n - s - 1 + beta)``, both positive, the first non-increasing iff ``alpha >= 1``
+    and the second (``(m + 1)/(m + beta)`` with ``m = n - s - 1`` falling) non-increasing iff
+    ``beta >= 1``; negative binomial: ``(s + r)/(s + 1)`` is non-increasing iff ``r >= 1``.
+    With ``alpha < 1``, ``beta < 1`` or ``r < 1`` the law is not log-concave in general (e.g.
+    ``BetaBinomial(n, 1/2, 1/2)`` is U-shaped), the window proof fails and the sampler returns
+    ``-2``: the caller must then not use the marginal path (use the conditional
+    :func:`count_sampler` step instead).
+
+    Parameters
+    ----------
+    logpdf : numba njit function
+        The noise log-density, log-concave in ``x``, as for :func:`count_sampler`.
+
+    Returns
+    -------
+    f : numba function
+        ``f(family, n, t1, t2, a, b, z, params, u) -> (S, width)`` (cached per ``logpdf`` in
+        this process), arguments and results as :func:`count_sampler` (``n`` int64 up to
+        ``2**53``; ``a, b, z`` float64[::1] of length ``m``, ``params`` float64[:, ::1],
+        ``u`` in ``(0, 1)``). ``S = -1``: the release is impossible. ``S = -2``: invalid
+        parameters: unknown ``family``; ``n < 0``; Binomial / Poisson ``theta`` as for
+        :func:`count_sampler`; ``alpha``, ``beta`` or ``r`` below 1, NaN or infinite; ``q``
+        outside ``(0, 1]``; a window beyond ``2**31`` counts on a side, or a mode beyond
+        ``2**53`` (e.g. ``b = 0`` with ``r (1 - q)/q`` above it). ``n = 0``
+        (beta-binomial) and ``q = 1`` give ``S = 0`` (width 1).
+
+    Notes
+    -----
+    ``log f_S`` is accumulated from the mode by the log of the ratios above, computed as one
+    logarithm of a product of two ratios (beta-binomial) or ``log((s + r)/(s + 1)) +
+    log1p(-q)`` (negative binomial, exact for ``q`` down to ``1e-300`` and up to
+    ``1 - 2**-53``), so nothing large cancels for ``n`` up to ``1e12`` and ``alpha, beta, r``
+    up to ``1e8`` or more. It shares its compiled core with :func:`count_sampler` for the same
+    ``logpdf``. Cost is ``O(log n + width)`` as there; a law that stays nearly flat for
+    ``2**31`` counts from its mode (e.g. ``r = 1``, ``q = 1e-300`` and ``b = 0``) costs those
+    ``2**31`` steps (about 20 s) before returning ``-2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=2.0)
+    >>> f = marginal_count_sampler(mech.numba_logpdf)
+    >>> one = np.ones(1)
+    >>> params = mech.numba_params[None, :]
+    >>> s, width = f(BETA_BINOMIAL, 1000, 1.0, 1.0, np.zeros(1), one, np.array([310.0]),
+    ...              params, 0.5)
+    >>> 290 < s < 330, width < 300
+    (True, True)
+    >>> int(f(BETA_BINOMIAL, 1000, 0.5, 1.0, np.zeros(1), one, np.array([310.0]), params,
+    ...       0.5)[0])
+    -2
+    """
+    try:
+        return _MARGINAL_CACHED[logpdf]
+    except KeyError:
+        pass
+
+    @numba.njit
+    def sample(family, n, t1, t2, a, b, z, params, u):  # pragma: no cover - compiled
+        fam = _family(family, n, t1, t2)
+        return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
+
+    _MARGINAL_CACHED[logpdf] = sample
     return sample
 
 
@@ -469,6 +589,94 @@ def counts_gibbs_sampler(logpdf):
         return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
 
     _GIBBS_CACHED[logpdf] = sweep
+    return sweep
+
+
+@numba.njit(cache=True)
+def _dirichlet_ok(counts, alpha):  # pragma: no cover - compiled
+    """``alpha`` has one entry per cell, each finite and ``>= 1``."""
+    if alpha.shape[0] != counts.shape[0]:
+        return False
+    for j in range(alpha.shape[0]):
+        if not (alpha[j] >= 1.0 and alpha[j] < math.inf):
+            return False
+    return True
+
+
+_MARGINAL_GIBBS_CACHED: dict = {}
+
+
+def marginal_counts_gibbs_sampler(logpdf):
+    r"""One exact Gibbs sweep over Dirichlet-multinomial counts given a noisy affine release.
+
+    The cell probabilities (prior ``Dirichlet(alpha)``, Categorical records) are integrated
+    out, so the counts follow ``DirichletMultinomial(N, alpha)`` and the target is
+
+    .. math::
+
+        \pi(c) \propto \prod_j \frac{\Gamma(c_j + \alpha_j)}{c_j!} \prod_{r<m}
+        \exp \mathrm{logpdf}(z_r - C_r - (M c)_r, \mathrm{params}_r),
+        \quad \textstyle\sum_j c_j = N;
+
+    the caller then draws ``p | c ~ Dirichlet(alpha + c)``: the pair ``(c, p)`` is a draw of a
+    chain on ``c`` alone, with no ``p`` in its conditionals (issue 12).
+
+    Schedule and uniforms exactly as :func:`counts_gibbs_sampler`; the pair conditional of
+    ``c_j`` given ``c_j + c_k = s`` and the other cells is ``Gamma(c_j + alpha_j)
+    Gamma(s - c_j + alpha_k) / (c_j! (s - c_j)!)``, i.e. ``BetaBinomial(s, alpha_j,
+    alpha_k)``, times the noise, drawn exactly by the window sampler of
+    :func:`marginal_count_sampler`. Invariance, irreducibility and aperiodicity follow as for
+    :func:`counts_gibbs_sampler` (every split of ``s`` has positive beta-binomial mass).
+    The window needs every ``alpha_j >= 1`` (log-concave pair laws, see
+    :func:`marginal_count_sampler`).
+
+    Parameters
+    ----------
+    logpdf : numba njit function
+        The noise log-density, as for :func:`count_sampler`.
+
+    Returns
+    -------
+    g : numba function
+        ``g(counts, alpha, C, M, z, params, u) -> int64`` (cached per ``logpdf`` in this
+        process): ``counts`` int64[K], updated in place (sum kept); ``alpha`` float64[K], each
+        finite and ``>= 1``; ``C, M, z, params, u`` as :func:`counts_gibbs_sampler` (at least
+        ``2 K`` uniforms). Returns the summed window width of the ``K`` pair moves (0 when
+        ``K = 1``), ``-1`` (impossible release; the sweep stopped at that move, sum kept) or
+        ``-2``: ``alpha`` of another length than ``counts``, an entry below 1, NaN or
+        infinite (checked before any move: ``counts`` untouched; the caller must then not use
+        the marginal path), or a window beyond ``2**31`` counts on a side.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> mech = Laplace(scale=2.0)
+    >>> g = marginal_counts_gibbs_sampler(mech.numba_logpdf)
+    >>> counts = np.array([2, 2, 2])
+    >>> M = np.eye(3)
+    >>> params = np.repeat(mech.numba_params[None, :], 3, axis=0)
+    >>> u = np.random.default_rng(0).random(6)
+    >>> width = g(counts, np.full(3, 1.0), np.zeros(3), M, np.array([5.0, 1.0, 0.0]),
+    ...           params, u)
+    >>> int(counts.sum()), width > 0
+    (6, True)
+    >>> int(g(counts, np.array([1.0, 0.5, 1.0]), np.zeros(3), M, np.zeros(3), params, u))
+    -2
+    """
+    try:
+        return _MARGINAL_GIBBS_CACHED[logpdf]
+    except KeyError:
+        pass
+
+    @numba.njit
+    def sweep(counts, alpha, C, M, z, params, u):  # pragma: no cover - compiled
+        if not _dirichlet_ok(counts, alpha):
+            return INVALID
+        law = (BETA_BINOMIAL, alpha)
+        return _gibbs_core(logpdf, counts, law, (C, M), (z, params), u)
+
+    _MARGINAL_GIBBS_CACHED[logpdf] = sweep
     return sweep
 
 
