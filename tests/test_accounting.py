@@ -104,7 +104,7 @@ def test_compose_exact():
     assert math.isclose(c.epsilon, 0.6, rel_tol=REL) and math.isclose(c.delta, 3e-6, rel_tol=REL)
     assert c.rho is None
     # rho adds when every input has one; ε=inf propagates
-    c = compose([Gaussian(2.0), Gaussian(rho=0.25), PrivacyGuarantee(math.inf, 0.0, 0.5)])
+    c = compose([Gaussian(sigma=2.0), Gaussian(rho=0.25), PrivacyGuarantee(math.inf, 0.0, 0.5)])
     assert c == PrivacyGuarantee(math.inf, 0.0, 0.125 + 0.25 + 0.5)
     # mechanisms and guarantees mix; the rho of a pure-DP Laplace is None
     c = compose([Laplace(epsilon=0.5), Gaussian(epsilon=1.0, delta=1e-6)])

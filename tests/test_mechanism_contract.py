@@ -98,7 +98,7 @@ LADDER = [1.0, 2.0, 4.0, 8.0, 64.0]
 #: (epsilon, delta)-parameterized mechanisms whose delta curve must fall with more noise
 CURVE_LADDER = {
     Gaussian: lambda s: Gaussian(sigma=s),
-    DiscreteGaussian: lambda s: DiscreteGaussian(s),
+    DiscreteGaussian: lambda s: DiscreteGaussian(sigma=s),
 }
 
 CASES = [(cls, kw) for cls, kws in SETTINGS.items() for kw in kws]
@@ -255,13 +255,13 @@ def test_privacy_map(cls, kw):
 
 def test_map_values_exact():
     assert Laplace(epsilon=0.5).map(3).epsilon == 1.5
-    assert Laplace(2.0, sensitivity=3.0).map(1.0).epsilon == 0.5
+    assert Laplace(scale=2.0, sensitivity=3.0).map(1.0).epsilon == 0.5
     assert Geometric(epsilon=0.25, sensitivity=2).map(6).epsilon == 0.75
     assert Gaussian(rho=0.125).map(3).rho == 9 * 0.125
-    assert DiscreteGaussian(2.0).map(4).rho == 2.0  # 16 / (2 * 4)
+    assert DiscreteGaussian(sigma=2.0).map(4).rho == 2.0  # 16 / (2 * 4)
     # never under-counted: Laplace(b = 3) gives the smallest double >= 1/3; the nearest double
     # (the naive 1 / 3, the negative control) is below 1/3
-    e = Laplace(3.0).map(1).epsilon
+    e = Laplace(scale=3.0).map(1).epsilon
     assert Fraction(e) >= Fraction(1, 3) and e == round_up(Fraction(1, 3))
     assert Fraction(1 / 3) < Fraction(1, 3) and e == math.nextafter(1 / 3, 1.0)
     # changes beyond the double range: answered conservatively, never an error or a small value
@@ -275,7 +275,7 @@ def test_map_values_exact():
     # Gaussian (epsilon, delta): above the sensitivity at least the stated delta, below at most
     gm = Gaussian(epsilon=1.0, delta=1e-5)
     assert gm.map(2.0).delta >= gm.delta_at(1.0) and gm.map(2.0).delta >= 1e-5
-    assert gm.map(2.0).delta >= Gaussian(gm.sigma, sensitivity=2.0).delta_at(1.0)
+    assert gm.map(2.0).delta >= Gaussian(sigma=gm.sigma, sensitivity=2.0).delta_at(1.0)
     assert gm.map(0.5).delta <= 1e-5
 
 
@@ -315,7 +315,7 @@ def test_noise_dist_registry():
     class Unregistered(Laplace):
         pass
 
-    m = Unregistered(1.0)
+    m = Unregistered(scale=1.0)
     with pytest.raises(NotImplementedError, match="Unregistered"):
         m.noise_dist()
     with pytest.raises(ValueError, match="already registered"):

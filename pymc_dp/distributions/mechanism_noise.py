@@ -23,7 +23,7 @@ Examples
 >>> noise = pmdp.Geometric(epsilon=1.0).noise_dist(size=2)
 >>> pm.draw(noise, random_seed=1).dtype
 dtype('int64')
->>> bool(np.isclose(pm.logp(pmdp.Laplace(2.0).noise_dist(), 0.0).eval(), np.log(0.25)))
+>>> bool(np.isclose(pm.logp(pmdp.Laplace(scale=2.0).noise_dist(), 0.0).eval(), np.log(0.25)))
 True
 """
 

@@ -273,7 +273,7 @@ class Release(Distribution):
     >>> from scipy.special import log_ndtr
     >>> with pm.Model() as m2:
     ...     x = pm.Bernoulli("x", p=0.5, shape=20)
-    ...     zc = Release("zc", x.sum(), pmdp.Gaussian(2.0), observed=0.0, lower=0, upper=20)
+    ...     zc = Release("zc", x.sum(), pmdp.Gaussian(sigma=2.0), observed=0.0, lower=0, upper=20)
     >>> lp = float(pm.logp(zc, 0.0).eval({x: np.ones(20, dtype="int64")}))
     >>> bool(np.isclose(lp, log_ndtr((0.0 - 20) / 2.0), rtol=1e-14))
     True
@@ -469,7 +469,7 @@ def censored_logp_pt(mechanism, value, resid, lower=None, upper=None):
     >>> import numpy as np, pytensor.tensor as pt
     >>> from pymc_dp.mechanisms.laplace import Laplace
     >>> v = pt.as_tensor(np.array([0.0, 1.0, 3.0]))
-    >>> lp = censored_logp_pt(Laplace(1.0), v, v - 1.0, np.array(0.0), np.array(3.0)).eval()
+    >>> lp = censored_logp_pt(Laplace(scale=1.0), v, v - 1.0, np.array(0.0), np.array(3.0)).eval()
     >>> bool(np.allclose(lp, [np.log(0.5) - 1.0, -np.log(2.0), np.log(0.5) - 2.0]))
     True
     """

@@ -31,6 +31,8 @@ noise law and sensitivity, and state the same guarantee, e.g.
 
 from __future__ import annotations
 
+import math
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from fractions import Fraction
@@ -38,10 +40,16 @@ from typing import ClassVar
 
 import numpy as np
 
-from pymc_dp._validation import as_release_values
+from pymc_dp._validation import INT_RANGE, as_positive_int, as_release_values
 from pymc_dp.accounting import PrivacyGuarantee, as_distance
 
-__all__ = ["Mechanism", "PrivacyGuarantee", "register_noise_dist", "registered_noise_dists"]
+__all__ = [
+    "Mechanism",
+    "PrivacyGuarantee",
+    "as_integer_sensitivity",
+    "register_noise_dist",
+    "registered_noise_dists",
+]
 
 #: mechanism class -> factory(mechanism, **kwargs) of its noise law as a PyMC ``.dist()``
 _NOISE_DISTS: dict[type, Callable] = {}
@@ -74,7 +82,7 @@ def register_noise_dist(mech_type: type, factory: Callable, *, overwrite: bool =
     ...     pass
     >>> _ = register_noise_dist(
     ...     MyLaplace, lambda m, **kw: pm.Laplace.dist(np.float64(0.0), np.float64(m.scale), **kw))
-    >>> float(pm.logp(MyLaplace(2.0).noise_dist(), 0.0).eval()) == float(np.log(0.25))
+    >>> float(pm.logp(MyLaplace(scale=2.0).noise_dist(), 0.0).eval()) == float(np.log(0.25))
     True
     >>> del _NOISE_DISTS[MyLaplace]
     """
@@ -90,6 +98,59 @@ def register_noise_dist(mech_type: type, factory: Callable, *, overwrite: bool =
         )
     _NOISE_DISTS[mech_type] = factory
     return factory
+
+
+def as_integer_sensitivity(value) -> int:
+    """The sensitivity of an integer mechanism as an ``int`` in ``[1, 2**62]``.
+
+    Integers (Python or numpy, not bools) and floats that hold a whole number (``1.0``,
+    ``np.float64(2)``) are accepted; anything else raises with a message naming
+    ``sensitivity``.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number holding a whole number (``1.5``, NaN, infinity, a
+        string), or is a bool (as before whole-number floats were accepted: callers that
+        round a fractional sensitivity up on ``TypeError`` keep working).
+    ValueError
+        If ``value`` is below 1 or above ``2**62``.
+
+    Examples
+    --------
+    >>> from pymc_dp.mechanisms.base import as_integer_sensitivity
+    >>> as_integer_sensitivity(1.0), as_integer_sensitivity(3)
+    (1, 3)
+    >>> as_integer_sensitivity(1.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: sensitivity must be a positive integer (a whole number such as 1 or 2.0), got 1.5
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral | np.bool_):
+        try:
+            x = float(value)
+        except (OverflowError, ValueError):  # e.g. a huge Fraction
+            x = math.nan
+        if not (math.isfinite(x) and x.is_integer() and x == value):  # exact: no rounding
+            raise TypeError(
+                "sensitivity must be a positive integer (a whole number such as 1 or 2.0), "
+                f"got {value!r}"
+            )
+        value = int(x)
+    v = as_positive_int("sensitivity", value)
+    if v > INT_RANGE:
+        raise ValueError(f"sensitivity must be at most 2**62, got {value!r}")
+    return v
+
+
+def _positional_message(cls) -> str:
+    name = cls.__name__
+    forms = [f"{name}({kw})" for kw in cls.keyword_forms]
+    listed = ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else "".join(forms)
+    return (
+        f"{name} takes keyword arguments only: {listed} (a bare number is ambiguous: it "
+        "could be read as epsilon or as the noise scale)"
+    )
 
 
 def registered_noise_dists() -> dict[type, Callable]:
@@ -126,8 +187,12 @@ class Mechanism(ABC):
     integer: ClassVar[bool]
 
     sensitivity: float | int
+    #: the calls a positional call's ``TypeError`` suggests, e.g. ``("epsilon=...", "scale=...")``
+    keyword_forms: ClassVar[tuple[str, ...]] = ("epsilon=...",)
 
     def __new__(cls, *args, **kwargs):
+        if args:  # every mechanism is built from keywords only (no silent "first = scale")
+            raise TypeError(_positional_message(cls))
         obj = super().__new__(cls)
         # whether a privacy claim was stated (epsilon, delta, rho or sensitivity given), not only
         # the noise scale: DataAugmentation then checks each record's change of the statistic
@@ -335,7 +400,7 @@ class Mechanism(ABC):
         Examples
         --------
         >>> from pymc_dp.mechanisms.laplace import Laplace
-        >>> Laplace(1.0).check_tails("z")
+        >>> Laplace(scale=1.0).check_tails("z")
         """
         names = ("logcdf", "logsf", "logcdf_pt", "logsf_pt", "numba_logcdf", "numba_logsf")
         missing = [n for n in names if getattr(type(self), n) is getattr(Mechanism, n)]

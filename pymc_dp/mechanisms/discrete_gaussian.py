@@ -49,7 +49,7 @@ Examples
 --------
 >>> import numpy as np
 >>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
->>> m = DiscreteGaussian(2.0)
+>>> m = DiscreteGaussian(sigma=2.0)
 >>> m.guarantee()
 PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
 >>> DiscreteGaussian(rho=0.5, sensitivity=2).sigma2
@@ -73,10 +73,8 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_dp._validation import (
-    INT_RANGE,
     _as_real,
     as_positive_finite,
-    as_positive_int,
     as_unit_open,
     exactly_one,
 )
@@ -89,7 +87,7 @@ from pymc_dp.accounting import (
 )
 from pymc_dp.kernels import discrete_gaussian as _dg
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee, as_integer_sensitivity
 
 __all__ = ["DiscreteGaussian"]
 
@@ -133,10 +131,9 @@ class DiscreteGaussian(Mechanism):
     rho : float, optional
         Target rho-zCDP, finite and > 0.
     sensitivity : int, default 1
-        L2 (= L1 in one dimension) sensitivity: a positive integer at most ``2**62``. Integral
-        floats such as
-        ``1.0`` are refused with ``TypeError`` (the guarantees of CKS 2020 assume integer
-        sensitivity).
+        L2 (= L1 in one dimension) sensitivity: a positive integer at most ``2**62``. A float
+        holding a whole number (``2.0``) is taken as that integer; ``1.5`` is refused with
+        ``TypeError`` (the guarantees of CKS 2020 assume integer sensitivity).
 
     Attributes
     ----------
@@ -159,12 +156,11 @@ class DiscreteGaussian(Mechanism):
     """
 
     family = "discrete_gaussian"
+    keyword_forms = ("epsilon=..., delta=...", "rho=...", "sigma=...")
     integer = True
 
-    def __init__(self, sigma=None, *, epsilon=None, delta=None, rho=None, sensitivity=1):
-        self.sensitivity = as_positive_int("sensitivity", sensitivity)
-        if self.sensitivity > INT_RANGE:
-            raise ValueError(f"sensitivity must be at most 2**62, got {sensitivity!r}")
+    def __init__(self, *, sigma=None, epsilon=None, delta=None, rho=None, sensitivity=1):
+        self.sensitivity = as_integer_sensitivity(sensitivity)  # 2.0 -> 2; 1.5 refused
         pair = None if (epsilon is None and delta is None) else (epsilon, delta)
         which = exactly_one("DiscreteGaussian", sigma=sigma, epsilon_delta=pair, rho=rho)
         self._epsilon = None
@@ -267,7 +263,7 @@ class DiscreteGaussian(Mechanism):
         Examples
         --------
         >>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
-        >>> m = DiscreteGaussian(1.0)
+        >>> m = DiscreteGaussian(sigma=1.0)
         >>> k = np.arange(-40, 1)
         >>> p = np.exp(m.logpdf(k))
         >>> bool(np.isclose(m.logcdf(0), np.log(p.sum()), rtol=1e-14))

@@ -125,14 +125,15 @@ class Gaussian(Mechanism):
     True
     >>> Gaussian(rho=0.5, sensitivity=2.0).sigma
     2.0
-    >>> Gaussian(2.0).guarantee()
+    >>> Gaussian(sigma=2.0).guarantee()
     PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
     """
 
     family = "gaussian"
+    keyword_forms = ("epsilon=..., delta=...", "rho=...", "sigma=...")
     integer = False
 
-    def __init__(self, sigma=None, *, epsilon=None, delta=None, rho=None, sensitivity=1.0):
+    def __init__(self, *, sigma=None, epsilon=None, delta=None, rho=None, sensitivity=1.0):
         self.sensitivity = as_positive_finite("sensitivity", sensitivity)
         pair = None if (epsilon is None and delta is None) else (epsilon, delta)
         which = exactly_one("Gaussian", sigma=sigma, epsilon_delta=pair, rho=rho)
@@ -242,7 +243,7 @@ class Gaussian(Mechanism):
         --------
         >>> from pymc_dp.mechanisms.gaussian import Gaussian
         >>> from scipy.special import log_ndtr
-        >>> bool(np.isclose(Gaussian(2.0).logcdf(-80.0), log_ndtr(-40.0), rtol=1e-14))
+        >>> bool(np.isclose(Gaussian(sigma=2.0).logcdf(-80.0), log_ndtr(-40.0), rtol=1e-14))
         True
         """
         return _tails.vectorized(_tails.gaussian_logcdf, x, self.numba_params)

@@ -72,7 +72,6 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_dp._validation import (
-    INT_RANGE,
     as_positive_finite,
     as_positive_int,
     as_unit_open,
@@ -81,7 +80,7 @@ from pymc_dp._validation import (
 from pymc_dp.accounting import geometric_rate, linear_epsilon
 from pymc_dp.kernels import discrete_laplace as _dl
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
+from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee, as_integer_sensitivity
 
 __all__ = ["Geometric"]
 
@@ -108,9 +107,9 @@ class Geometric(Mechanism):
     epsilon : float, optional
         Privacy parameter, finite and > 0.
     sensitivity : int, default 1
-        L1 sensitivity of the released integer statistic. A positive Python/numpy integer at
-        most ``2**62``; integral floats such as ``1.0`` are refused with ``TypeError`` (the
-        mechanism is defined on the integers, and silent float coercion hides unit mistakes).
+        L1 sensitivity of the released integer statistic: a positive integer at most ``2**62``.
+        A float holding a whole number (``1.0``) is taken as that integer; ``1.5`` is refused
+        with ``TypeError`` (the mechanism is defined on the integers).
 
     ``epsilon / sensitivity`` (or ``ln(1/alpha)``) must lie in ``[2**-50, 700]`` (module
     docstring); the class attributes ``RATE_MIN`` and ``RATE_MAX`` hold the bounds.
@@ -138,6 +137,7 @@ class Geometric(Mechanism):
     """
 
     family = "geometric"
+    keyword_forms = ("epsilon=...", "alpha=...")
     integer = True
 
     #: smallest allowed rate ``ln(1/alpha)`` (``epsilon / sensitivity``): 2**-50
@@ -145,11 +145,9 @@ class Geometric(Mechanism):
     #: largest allowed rate: 700 (``alpha = exp(-700)`` is still a normal double)
     RATE_MAX = 700.0
 
-    def __init__(self, alpha=None, *, epsilon=None, sensitivity=1):
+    def __init__(self, *, alpha=None, epsilon=None, sensitivity=1):
         which = exactly_one("Geometric", alpha=alpha, epsilon=epsilon)
-        self.sensitivity = as_positive_int("sensitivity", sensitivity)
-        if self.sensitivity > INT_RANGE:
-            raise ValueError(f"sensitivity must be at most 2**62, got {sensitivity!r}")
+        self.sensitivity = as_integer_sensitivity(sensitivity)  # 2.0 -> 2; 1.5 refused
         lo, hi = Fraction(self.RATE_MIN), Fraction(self.RATE_MAX)
         if which == "alpha":
             a = as_unit_open("alpha", alpha)

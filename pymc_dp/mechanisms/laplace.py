@@ -129,14 +129,15 @@ class Laplace(Mechanism):
     PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
     >>> bool(m.logpdf(0.0) == -np.log(8.0))
     True
-    >>> Laplace(2.0).epsilon
+    >>> Laplace(scale=2.0).epsilon
     0.5
     """
 
     family = "laplace"
+    keyword_forms = ("epsilon=...", "scale=...")
     integer = False
 
-    def __init__(self, scale=None, *, epsilon=None, sensitivity=1.0):
+    def __init__(self, *, scale=None, epsilon=None, sensitivity=1.0):
         self.sensitivity = as_positive_finite("sensitivity", sensitivity)
         which = exactly_one("Laplace", scale=scale, epsilon=epsilon)
         if which == "scale":
@@ -204,7 +205,7 @@ class Laplace(Mechanism):
         Examples
         --------
         >>> from pymc_dp.mechanisms.laplace import Laplace
-        >>> bool(float(Laplace(2.0).logcdf(-4.0)) == -2.0 - np.log(2.0))
+        >>> bool(float(Laplace(scale=2.0).logcdf(-4.0)) == -2.0 - np.log(2.0))
         True
         """
         return _tails.vectorized(_tails.laplace_logcdf, x, self.numba_params)

@@ -24,10 +24,10 @@ from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.mechanisms.laplace import Laplace
 
 MECHS = {
-    "laplace": Laplace(1.3),
-    "gaussian": Gaussian(2.0),
+    "laplace": Laplace(scale=1.3),
+    "gaussian": Gaussian(sigma=2.0),
     "geometric": Geometric(epsilon=0.5),
-    "discrete_gaussian": DiscreteGaussian(2.5),
+    "discrete_gaussian": DiscreteGaussian(sigma=2.5),
 }
 
 
@@ -127,12 +127,12 @@ def test_laplace_boundary_term_is_density_only_inside():
     """Laplace: log P(Y <= lower - T) - log p(lower - T) = log b exactly while T >= lower,
     not for T below the bound; Gaussian: never a constant offset."""
     b = 1.3
-    lap = Laplace(b)
+    lap = Laplace(scale=b)
     T = np.array([0.0, 2.0, 5.0, -1.0, -4.0])
     d = lap.logcdf(0.0 - T) - lap.logpdf(0.0 - T)
     np.testing.assert_allclose(d[:3], np.log(b), rtol=1e-14)
     assert np.all(np.abs(d[3:] - np.log(b)) > 1e-3)
-    g = Gaussian(2.0)
+    g = Gaussian(sigma=2.0)
     dg = g.logcdf(0.0 - T[:3]) - g.logpdf(0.0 - T[:3])
     assert np.ptp(dg) > 0.1
 
@@ -143,7 +143,7 @@ def test_forward_draws_are_clipped():
     The frequency of ``z == lower`` among N = 20000 draws (T = 1, lower = 0, Gaussian sigma 2)
     is within 4.89 binomial SE of P(noise <= -1) (false-alarm rate 1e-6); the unclipped
     release would never produce exactly 0 (control)."""
-    mech = Gaussian(2.0)
+    mech = Gaussian(sigma=2.0)
     T = pt.as_tensor(np.ones(20000))
     draws = pm.draw(Release.dist(T, mech, lower=0.0, upper=4.0), random_seed=3)
     assert draws.min() >= 0.0 and draws.max() <= 4.0
@@ -165,17 +165,17 @@ def test_validation():
     with pm.Model():
         x = pm.Bernoulli("x", p=0.5, shape=6)
         with pytest.raises(ValueError, match=r"observed values of release 'z1'.*outside"):
-            Release("z1", x.sum(), Laplace(1.0), observed=7.0, lower=0, upper=6)
+            Release("z1", x.sum(), Laplace(scale=1.0), observed=7.0, lower=0, upper=6)
         with pytest.raises(ValueError, match=r"observed.*outside"):
-            Release("z2", x.sum(), Laplace(1.0), observed=-0.5, lower=0)
+            Release("z2", x.sum(), Laplace(scale=1.0), observed=-0.5, lower=0)
         with pytest.raises(ValueError, match="lower must be < upper"):
-            Release("z3", x.sum(), Laplace(1.0), observed=1.0, lower=3, upper=3)
+            Release("z3", x.sum(), Laplace(scale=1.0), observed=1.0, lower=3, upper=3)
         with pytest.raises(ValueError, match="lower must be integers"):
             Release("z4", x.sum(), Geometric(epsilon=1.0), observed=1, lower=0.5)
         with pytest.raises(ValueError, match="upper must not be NaN"):
-            Release("z5", x.sum(), Laplace(1.0), observed=1.0, upper=np.nan)
+            Release("z5", x.sum(), Laplace(scale=1.0), observed=1.0, upper=np.nan)
         with pytest.raises(ValueError, match="does not broadcast"):
-            Release("z6", x[:3], Laplace(1.0), observed=np.ones(3), upper=np.ones(4))
+            Release("z6", x[:3], Laplace(scale=1.0), observed=np.ones(3), upper=np.ones(4))
 
         class NoTails(Laplace):
             logcdf = Mechanism.logcdf
@@ -186,9 +186,9 @@ def test_validation():
             numba_logsf = Mechanism.numba_logsf
 
         with pytest.raises(NotImplementedError, match=r"censored.*logcdf"):
-            Release("z7", x.sum(), NoTails(1.0), observed=0.0, lower=0)
+            Release("z7", x.sum(), NoTails(scale=1.0), observed=0.0, lower=0)
         # infinite bounds mean "no bound" in that cell
-        z9 = Release("z9", x[:2], Laplace(1.0), observed=[0.0, 3.0], lower=[0.0, -np.inf])
+        z9 = Release("z9", x[:2], Laplace(scale=1.0), observed=[0.0, 3.0], lower=[0.0, -np.inf])
         assert z9.owner.op.censored
 
 

@@ -225,12 +225,12 @@ def test_one_source_for_every_release_draw(monkeypatch):
         return real(n, rng)
 
     monkeypatch.setattr(es, "random_words", counting)
-    for m in (pmdp.Laplace(1.0), pmdp.Gaussian(1.0), pmdp.Geometric(epsilon=1.0)):
+    for m in (pmdp.Laplace(scale=1.0), pmdp.Gaussian(sigma=1.0), pmdp.Geometric(epsilon=1.0)):
         calls.clear()
         m.release(np.zeros(5))
         assert sum(calls) >= 5, type(m).__name__
     calls.clear()
-    pmdp.DiscreteGaussian(2.0).release(np.zeros(5, dtype=np.int64))
+    pmdp.DiscreteGaussian(sigma=2.0).release(np.zeros(5, dtype=np.int64))
     assert sum(calls) >= 5
     calls.clear()
     np.random.default_rng(0).random(5)  # control: other randomness does not touch the source

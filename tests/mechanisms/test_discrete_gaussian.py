@@ -37,7 +37,7 @@ from pymc_dp.testing import (
 @pytest.mark.parametrize("sigma", [0.05, 0.3, 1.0, 2.0, 3.7, 100.0, 1e6])
 @pytest.mark.parametrize("sens", [1, 3])
 def test_sigma_parameterization_rho(sigma, sens):
-    m = DiscreteGaussian(sigma, sensitivity=sens)
+    m = DiscreteGaussian(sigma=sigma, sensitivity=sens)
     assert m.family == "discrete_gaussian" and m.integer
     assert m.sigma2 >= Fraction(sigma) ** 2  # more noise, never less
     assert m.sigma / sigma - 1 <= 1e-8
@@ -50,10 +50,10 @@ def test_sigma_parameterization_rho(sigma, sens):
 
 
 def test_short_binary_values_exact():
-    assert DiscreteGaussian(2.0).guarantee().rho == 0.125
+    assert DiscreteGaussian(sigma=2.0).guarantee().rho == 0.125
     assert DiscreteGaussian(rho=0.125).sigma2 == 4
     assert DiscreteGaussian(rho=0.5, sensitivity=2).sigma == 2.0
-    assert DiscreteGaussian(0.5).sigma2 == Fraction(1, 4)
+    assert DiscreteGaussian(sigma=0.5).sigma2 == Fraction(1, 4)
 
 
 @pytest.mark.parametrize("rho", [1e-9, 1e-3, 0.3, 2.0, 1e4])
@@ -66,7 +66,7 @@ def test_rho_parameterization_rounds_towards_more_noise(rho):
 
 def test_monotonicity_more_noise_never_raises_privacy_loss():
     sigmas = [0.2, 0.5, 1.0, 1.7, 3.0, 8.0, 20.0]
-    ms = [DiscreteGaussian(s) for s in sigmas]
+    ms = [DiscreteGaussian(sigma=s) for s in sigmas]
     for a, b in itertools.pairwise(ms):
         assert b.rho < a.rho
         assert b.delta_at(1.0) <= a.delta_at(1.0)
@@ -96,7 +96,7 @@ def _mp_delta(eps, sigma, sens):
     [(1.0, 2.0, 1), (0.5, 3.0, 2), (0.1, 10.0, 1), (2.0, 0.5, 1), (0.0, 1.3, 1), (3.0, 1.3, 5)],
 )
 def test_delta_at_vs_mpmath_definition(eps, sigma, sens):
-    m = DiscreteGaussian(sigma, sensitivity=sens)
+    m = DiscreteGaussian(sigma=sigma, sensitivity=sens)
     ref = _mp_delta(eps, m.sigma, sens)
     got = m.delta_at(eps)
     assert abs(got / ref - 1) <= 1e-12
@@ -124,7 +124,7 @@ def test_delta_extreme_arguments_finite_and_bounded():
 
 
 def test_delta_at_and_epsilon_at_edges():
-    m = DiscreteGaussian(2.0)
+    m = DiscreteGaussian(sigma=2.0)
     assert m.delta_at(math.inf) == 0.0
     assert 0 < m.delta_at(0.0) < 1
     with pytest.raises(ValueError, match="epsilon"):
@@ -140,7 +140,7 @@ def test_delta_at_and_epsilon_at_edges():
 
 @pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-12])
 def test_epsilon_at_is_the_rounded_up_inverse(delta):
-    m = DiscreteGaussian(3.0, sensitivity=2)
+    m = DiscreteGaussian(sigma=3.0, sensitivity=2)
     e = m.epsilon_at(delta)
     assert m.delta_at(e) <= delta
     assert m.delta_at(e * (1 - 1e-9)) > delta
@@ -156,14 +156,14 @@ def test_epsilon_delta_calibration(eps, delta, sens):
     assert g.delta == m.delta_at(eps)
     assert 0 < g.delta <= delta  # the requested guarantee holds for the law sampled
     assert g.delta >= delta * (1 - 1e-6)  # and sigma is not much larger than needed
-    smaller = DiscreteGaussian(m.sigma * (1 - 1e-6), sensitivity=sens)
+    smaller = DiscreteGaussian(sigma=m.sigma * (1 - 1e-6), sensitivity=sens)
     assert smaller.delta_at(eps) > delta  # minimal up to the stated tolerance
     assert g.rho == m.rho and repr(m).startswith("DiscreteGaussian(epsilon=")
 
 
 def test_out_of_range_sigma_refused():
     with pytest.raises(ValueError, match="sigma"):
-        DiscreteGaussian(1e8)
+        DiscreteGaussian(sigma=1e8)
     with pytest.raises(ValueError, match="rho"):
         DiscreteGaussian(rho=1e-20)
     with pytest.raises(ValueError, match="sigma"):
@@ -205,7 +205,7 @@ def _real(x):
 def test_sigma_validation(sigma):
     valid = _real(sigma) and math.isfinite(float(sigma)) and float(sigma) > 0
     try:
-        m = DiscreteGaussian(sigma)
+        m = DiscreteGaussian(sigma=sigma)
     except (ValueError, TypeError) as err:
         assert not valid or not 1e-6 <= float(sigma) <= 1e7, err
         assert "sigma" in str(err)
@@ -256,11 +256,22 @@ def test_valid_epsilon_delta_meet_the_target(eps, delta, sens):
     assert 0 < m.delta <= delta and m.epsilon == eps
 
 
+def _whole_number(x) -> bool:
+    """True for a non-bool integer or a real number that equals an integer exactly."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+        return False
+    if isinstance(x, numbers.Integral):
+        return True
+    try:
+        return math.isfinite(float(x)) and float(x).is_integer() and float(x) == x
+    except OverflowError:
+        return False
+
+
 @settings(max_examples=1000, deadline=None)
 @given(ANY)
 def test_sensitivity_validation(sens):
-    valid = isinstance(sens, numbers.Integral) and not isinstance(sens, bool | np.bool_)
-    valid = valid and sens >= 1
+    valid = _whole_number(sens) and sens >= 1  # integers, and floats holding one (2.0)
     try:
         m = DiscreteGaussian(rho=0.5, sensitivity=sens)
     except (ValueError, TypeError) as err:
@@ -274,22 +285,22 @@ def test_exactly_one_parameterization():
     with pytest.raises(ValueError, match="exactly one"):
         DiscreteGaussian()
     with pytest.raises(ValueError, match="exactly one"):
-        DiscreteGaussian(1.0, rho=0.5)
+        DiscreteGaussian(sigma=1.0, rho=0.5)
     with pytest.raises(ValueError, match="exactly one"):
-        DiscreteGaussian(1.0, epsilon=1.0, delta=1e-5)
+        DiscreteGaussian(sigma=1.0, epsilon=1.0, delta=1e-5)
     with pytest.raises(ValueError, match="together"):
         DiscreteGaussian(epsilon=1.0)
     with pytest.raises(ValueError, match="together"):
         DiscreteGaussian(delta=1e-5)
     with pytest.raises(TypeError, match="sensitivity"):
-        DiscreteGaussian(1.0, sensitivity=1.0)
+        DiscreteGaussian(sigma=1.0, sensitivity=1.5)
 
 
 # ---- log-pmf forms and the PyMC noise law -----------------------------------------------------
 
 
 def test_logpdf_forms_agree():
-    m = DiscreteGaussian(3.7)
+    m = DiscreteGaussian(sigma=3.7)
     x = np.array([-50.0, -1.0, 0.0, 2.0, 9.0, 1e6, 0.5, np.inf])
     ref = dgk.logpmf(x, m.sigma)
     for got in (
@@ -334,7 +345,7 @@ def test_empirical_privacy_at_the_worst_event(eps, delta, sens, rng):
     assert lb <= m.delta
     assert lb >= 0.6 * m.delta  # close to the claim
     # negative control: less noise (sigma / 1.3) is caught exceeding the claimed delta
-    assert lower_bound(DiscreteGaussian(m.sigma / 1.3, sensitivity=sens)) > delta
+    assert lower_bound(DiscreteGaussian(sigma=m.sigma / 1.3, sensitivity=sens)) > delta
 
 
 def test_pickle_roundtrip():

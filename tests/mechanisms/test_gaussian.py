@@ -45,7 +45,7 @@ def mp_sigma(eps, delta, sens=1.0):
 
 
 def test_parameterizations_and_guarantees():
-    g = Gaussian(2.0, sensitivity=3.0).guarantee()
+    g = Gaussian(sigma=2.0, sensitivity=3.0).guarantee()
     assert g == PrivacyGuarantee(epsilon=math.inf, delta=0.0, rho=9.0 / 8.0)
     r = Gaussian(rho=0.5, sensitivity=2.0)
     assert r.sigma == 2.0 and r.rho == 0.5
@@ -55,13 +55,15 @@ def test_parameterizations_and_guarantees():
     assert (g.epsilon, g.delta) == (3.0, 1e-7) and (m.epsilon, m.delta) == (3.0, 1e-7)
     assert math.isclose(g.rho, 4.0 / (2.0 * m.sigma**2), rel_tol=1e-12)
     assert m.family == "gaussian" and m.integer is False
-    assert "Gaussian(epsilon=3" in repr(m) and "sigma=2" in repr(Gaussian(2.0))
+    assert "Gaussian(epsilon=3" in repr(m) and "sigma=2" in repr(Gaussian(sigma=2.0))
 
 
 @pytest.mark.parametrize("sens", [0.5, 1.0, 7.0])
 def test_rho_exact(sens):
     for s in [1e-3, 0.2, 1.0, 13.0, 1e4]:
-        assert math.isclose(Gaussian(s, sensitivity=sens).rho, sens**2 / (2 * s**2), rel_tol=1e-12)
+        assert math.isclose(
+            Gaussian(sigma=s, sensitivity=sens).rho, sens**2 / (2 * s**2), rel_tol=1e-12
+        )
     for rho in [1e-4, 0.05, 1.0, 30.0]:
         m = Gaussian(rho=rho, sensitivity=sens)
         assert math.isclose(m.sigma, sens / math.sqrt(2 * rho), rel_tol=1e-12)
@@ -94,7 +96,7 @@ def test_analytic_beats_classic_bound():
 def test_delta_at_and_epsilon_at_against_mpmath():
     worst = 0.0
     for s in [0.3, 1.0, 4.0, 20.0]:
-        m = Gaussian(s, sensitivity=1.3)
+        m = Gaussian(sigma=s, sensitivity=1.3)
         for eps in [0.0, 0.1, 1.0, 3.0, 8.0]:
             ref = float(mp_delta(eps, s, 1.3))
             if ref < 1e-300:
@@ -106,12 +108,12 @@ def test_delta_at_and_epsilon_at_against_mpmath():
             if e > 0:
                 assert float(mp_delta(e * (1 - 1e-9), s, 1.3)) > delta
     assert worst < 1e-12
-    assert Gaussian(1.0).delta_at(math.inf) == 0.0
+    assert Gaussian(sigma=1.0).delta_at(math.inf) == 0.0
 
 
 def test_more_noise_never_raises_privacy_cost():
     sig = np.geomspace(0.05, 50, 60)
-    ms = [Gaussian(s) for s in sig]
+    ms = [Gaussian(sigma=s) for s in sig]
     rho = np.array([m.rho for m in ms])
     d1 = np.array([m.delta_at(1.0) for m in ms])
     e5 = np.array([m.epsilon_at(1e-5) for m in ms])
@@ -127,7 +129,7 @@ def test_more_noise_never_raises_privacy_cost():
 def test_logpdf_three_forms_agree_with_scipy():
     sigmas = [1e-3, 0.37, 1.0, 12.5, 1e4]
     xs = np.array([-1e3, -37.0, -3.0, -1e-9, 0.0, 1e-300, 0.5, 2.0, 55.5, 1e3])
-    mechs = [Gaussian(s) for s in sigmas]
+    mechs = [Gaussian(sigma=s) for s in sigmas]
     xv = pt.dvector("x")
     outs = [m.logpdf_pt(xv) for m in mechs]
     assert all(o.dtype == "float64" for o in outs)
@@ -149,7 +151,7 @@ def test_logpdf_three_forms_agree_with_scipy():
 
 
 def test_release_shapes_rng_and_secure_range(rng):
-    m = Gaussian(1.5)
+    m = Gaussian(sigma=1.5)
     seed = int(rng.integers(2**31))
     a = m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed))
     np.testing.assert_array_equal(a, m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed)))
@@ -161,7 +163,7 @@ def test_release_shapes_rng_and_secure_range(rng):
 
 
 def test_noise_dist_is_float64_normal():
-    m = Gaussian(0.7)
+    m = Gaussian(sigma=0.7)
     d = m.noise_dist(size=3)
     assert d.dtype == "float64" and all(p.dtype == "float64" for p in d.owner.inputs[2:])
     x = np.array([-2.0, 0.0, 5.0])
@@ -189,11 +191,11 @@ def test_empirical_delta_curve(rng):
     # P[M(Δ) ∈ S] - e^ε P[M(0) ∈ S] (false alarm 1e-6 per ε) must not exceed the claimed δ(ε),
     # and is close to it; a mechanism claiming σ x1.2 (less δ) would be caught.
     sens, sigma = 2.0, 2.0
-    m = Gaussian(sigma, sensitivity=sens)
+    m = Gaussian(sigma=sigma, sensitivity=sens)
     n = 1_000_000
     y1 = m.release(np.full(n, sens), rng=rng)
     y0 = m.release(np.zeros(n), rng=rng)
-    wrong = Gaussian(1.2 * sigma, sensitivity=sens)
+    wrong = Gaussian(sigma=1.2 * sigma, sensitivity=sens)
     for eps in [0.25, 0.5, 1.0, 2.0]:
         cut = eps * sigma**2 / sens + sens / 2
 
@@ -251,7 +253,7 @@ def test_no_bad_parameter_gets_through(sigma, epsilon, delta, rho, sensitivity):
         valid = _good(rho)
     kw = {"epsilon": epsilon, "delta": delta, "rho": rho, "sensitivity": sensitivity}
     if valid:
-        m = Gaussian(sigma, **kw)
+        m = Gaussian(sigma=sigma, **kw)
         g = m.guarantee()
         assert math.isfinite(m.sigma) and m.sigma > 0
         assert math.isfinite(g.rho) and g.rho > 0
@@ -261,13 +263,13 @@ def test_no_bad_parameter_gets_through(sigma, epsilon, delta, rho, sensitivity):
             assert m.delta_at(float(epsilon)) <= float(delta)
     else:
         with pytest.raises((TypeError, ValueError)):
-            Gaussian(sigma, **kw)
+            Gaussian(sigma=sigma, **kw)
 
 
 @settings(max_examples=1000, deadline=None)
 @given(x=st.one_of(BAD, st.floats(allow_nan=True)))
 def test_delta_at_epsilon_at_refuse_bad_input(x):
-    m = Gaussian(1.0)
+    m = Gaussian(sigma=1.0)
     for f, ok in ((m.delta_at, lambda v: v >= 0), (m.epsilon_at, lambda v: 0 < v < 1)):
         try:
             out = f(x)

@@ -55,7 +55,7 @@ def test_short_binary_epsilons_are_kept_exactly():
 @pytest.mark.parametrize("alpha", [1e-300, 1e-12, 0.01, 0.3, 0.5, 0.9, 1 - 1e-6, 1 - 1e-9])
 @pytest.mark.parametrize("sens", [1, 3])
 def test_alpha_parameterization_vs_mpmath(alpha, sens):
-    m = Geometric(alpha, sensitivity=sens)
+    m = Geometric(alpha=alpha, sensitivity=sens)
     with mp.workdps(60):
         exact = -mp.log(mp.mpf(alpha))  # ln(1/alpha) of the float alpha
         assert mp.mpf(m.rate.numerator) / m.rate.denominator <= exact  # more noise
@@ -68,7 +68,7 @@ def test_monotonicity_more_noise_never_raises_epsilon():
     alphas = np.sort(
         np.concatenate([np.geomspace(1e-12, 0.5, 40), 1 - np.geomspace(0.5, 1e-9, 40)])
     )
-    eps = [Geometric(float(a)).epsilon for a in alphas]
+    eps = [Geometric(alpha=float(a)).epsilon for a in alphas]
     assert all(e2 <= e1 for e1, e2 in itertools.pairwise(eps))
     epss = np.geomspace(1e-8, 100, 60)
     rates = [Geometric(epsilon=float(e)).rate for e in epss]
@@ -78,7 +78,7 @@ def test_monotonicity_more_noise_never_raises_epsilon():
 
 
 def test_limited_precision_schein_theorem_1():
-    m = Geometric(0.5)
+    m = Geometric(alpha=0.5)
     for n in (1, 2, 10):
         nn, e = m.limited_precision(n)
         assert nn == n
@@ -143,7 +143,7 @@ def test_epsilon_validation(eps):
 def test_alpha_validation(alpha):
     valid = _real(alpha) and 0 < float(alpha) < 1
     try:
-        m = Geometric(alpha)
+        m = Geometric(alpha=alpha)
     except (ValueError, TypeError) as err:
         # only the documented range ln(1/alpha) in [2**-50, 700] may refuse a valid alpha
         assert not valid or not (
@@ -158,11 +158,22 @@ def test_alpha_validation(alpha):
     assert abs(e / -math.log(float(alpha)) - 1) <= 1e-12
 
 
+def _whole_number(x) -> bool:
+    """True for a non-bool integer or a real number that equals an integer exactly."""
+    if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+        return False
+    if isinstance(x, numbers.Integral):
+        return True
+    try:
+        return math.isfinite(float(x)) and float(x).is_integer() and float(x) == x
+    except OverflowError:
+        return False
+
+
 @settings(max_examples=1000, deadline=None)
 @given(BAD_OR_ANY)
 def test_sensitivity_validation(sens):
-    valid = isinstance(sens, numbers.Integral) and not isinstance(sens, bool | np.bool_)
-    valid = valid and sens >= 1
+    valid = _whole_number(sens) and sens >= 1  # integers, and floats holding one (2.0)
     try:
         m = Geometric(epsilon=1.0, sensitivity=sens)
     except (ValueError, TypeError) as err:
@@ -178,9 +189,9 @@ def test_exactly_one_parameterization():
     with pytest.raises(ValueError, match="exactly one"):
         Geometric()
     with pytest.raises(ValueError, match="exactly one"):
-        Geometric(0.5, epsilon=1.0)
+        Geometric(alpha=0.5, epsilon=1.0)
     with pytest.raises(TypeError, match="sensitivity"):
-        Geometric(epsilon=1.0, sensitivity=1.0)  # integral floats refused
+        Geometric(epsilon=1.0, sensitivity=1.5)  # not a whole number
 
 
 # ---- the three log-pmf forms and the PyMC noise law -------------------------------------------

@@ -37,10 +37,10 @@ U64 = np.iinfo(np.uint64)
 
 def _mechanisms():
     return [
-        Laplace(2.0),
-        Gaussian(1.5),
+        Laplace(scale=2.0),
+        Gaussian(sigma=1.5),
         Geometric(epsilon=0.5),
-        DiscreteGaussian(2.0),
+        DiscreteGaussian(sigma=2.0),
     ]
 
 
@@ -162,7 +162,9 @@ def test_item6_discrete_laplace_tiny_alpha_is_not_clipped():
     ],
     ids=["int64max", "uint64max", "1e19", "-1e19", "int64min", "2**62+1", "-2**62-1"],
 )
-@pytest.mark.parametrize("m", [Geometric(epsilon=1.0), DiscreteGaussian(3.0)], ids=["geo", "dg"])
+@pytest.mark.parametrize(
+    "m", [Geometric(epsilon=1.0), DiscreteGaussian(sigma=3.0)], ids=["geo", "dg"]
+)
 def test_item7_integer_release_refuses_out_of_range(m, values):
     with pytest.raises(ValueError, match="values"):
         m.release(values, rng=np.random.default_rng(0))
@@ -205,14 +207,14 @@ def test_item7_noise_never_wraps_at_smallest_rate():
 
 
 def test_item7_float_release_range():
-    m = Laplace(1.0)
+    m = Laplace(scale=1.0)
     with pytest.raises(ValueError, match="values"):
         m.release([1.7e308], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="values"):
         m.release(np.array([2**63 - 1], dtype=np.int64), rng=np.random.default_rng(0))
     out = m.release(np.array([2**53], dtype=np.int64), rng=np.random.default_rng(0))
     assert np.isfinite(out).all()
-    big = Laplace(1e300)
+    big = Laplace(scale=1e300)
     assert np.isfinite(big.release([1e300, -1e300], rng=np.random.default_rng(0))).all()
 
 
@@ -277,10 +279,10 @@ def test_item10_calibration_at_extremes_answers_in_bounded_time(cls, eps, delta)
         (lambda: DiscreteGaussian(sigma=1e-300), "sigma"),
         (lambda: DiscreteGaussian(rho=1e300), "rho"),
         (lambda: Geometric(epsilon=1.0).limited_precision(10**400), "N"),
-        (lambda: Laplace(10**400), "scale"),
-        (lambda: Gaussian(10**400), "sigma"),
+        (lambda: Laplace(scale=10**400), "scale"),
+        (lambda: Gaussian(sigma=10**400), "sigma"),
         (lambda: Geometric(epsilon=1.0, sensitivity=10**400), "sensitivity"),
-        (lambda: DiscreteGaussian(2.0, sensitivity=10**30), "sensitivity"),
+        (lambda: DiscreteGaussian(sigma=2.0, sensitivity=10**30), "sensitivity"),
         (lambda: accounting.compose([pmdp.PrivacyGuarantee(10**400)]), "epsilon"),
     ],
 )
@@ -290,14 +292,14 @@ def test_item10_refused_in_bounded_time(fn, match):
 
 
 def test_item10_extreme_values_answer_in_bounded_time():
-    g = Gaussian(1.0)
+    g = Gaussian(sigma=1.0)
     assert _run_bounded(lambda: g.delta_at(1e300)) == 0.0
     assert _run_bounded(lambda: accounting.analytic_gaussian_delta(1e300, 1.0)) == 0.0
     assert _run_bounded(lambda: accounting.analytic_gaussian_delta(1e200, 1e100)) == 0.0
     big = pmdp.PrivacyGuarantee(1e308, 0.0, 1e308)
     c = _run_bounded(lambda: accounting.compose([big, big]))
     assert c.epsilon == math.inf and c.rho == math.inf and c.delta == 0.0
-    dg = DiscreteGaussian(2.0)
+    dg = DiscreteGaussian(sigma=2.0)
     assert _run_bounded(lambda: dg.delta_at(1e300)) == 0.0
     assert _run_bounded(lambda: dg.epsilon_at(5e-324)) > 0.0
     # a DiscreteGaussian calibration near the edge of the range still works
@@ -323,7 +325,7 @@ def test_item11_geometric_range_and_draws():
             Geometric(epsilon=eps)
     for alpha in (1e-310, math.exp(-701.0), 1 - 1e-16, 1 - 2**-53):
         with pytest.raises(ValueError, match="alpha"):
-            Geometric(alpha)
+            Geometric(alpha=alpha)
     with pytest.raises(ValueError, match="epsilon"):
         Geometric(epsilon=1.0, sensitivity=2**52)
 
@@ -331,13 +333,13 @@ def test_item11_geometric_range_and_draws():
 @pytest.mark.parametrize(
     "m",
     [
-        Laplace(1e-300),
-        Laplace(1e300),
-        Gaussian(1e-150),
-        Gaussian(1e150),
-        Gaussian(1e300, sensitivity=1e300),
-        DiscreteGaussian(1e-6),
-        DiscreteGaussian(1e7),
+        Laplace(scale=1e-300),
+        Laplace(scale=1e300),
+        Gaussian(sigma=1e-150),
+        Gaussian(sigma=1e150),
+        Gaussian(sigma=1e300, sensitivity=1e300),
+        DiscreteGaussian(sigma=1e-6),
+        DiscreteGaussian(sigma=1e7),
     ],
     ids=lambda m: repr(m),
 )
@@ -354,11 +356,11 @@ def test_item11_extreme_scales_draw_and_release(m):
 @pytest.mark.parametrize(
     ("fn", "match"),
     [
-        (lambda: Laplace(1.7e308), "scale"),
-        (lambda: Laplace(2e300, sensitivity=1e300), "scale"),
-        (lambda: Laplace(1e-301, sensitivity=1e-300), "scale"),
-        (lambda: Gaussian(1.7e308, sensitivity=1e300), "sigma"),
-        (lambda: DiscreteGaussian(1e-7), "sigma"),
+        (lambda: Laplace(scale=1.7e308), "scale"),
+        (lambda: Laplace(scale=2e300, sensitivity=1e300), "scale"),
+        (lambda: Laplace(scale=1e-301, sensitivity=1e-300), "scale"),
+        (lambda: Gaussian(sigma=1.7e308, sensitivity=1e300), "sigma"),
+        (lambda: DiscreteGaussian(sigma=1e-7), "sigma"),
     ],
 )
 def test_item11_out_of_range_scales_are_refused(fn, match):
@@ -390,18 +392,22 @@ def test_item15_mechanisms_are_frozen(m):
 def test_item15_equality_follows_the_law_and_guarantee():
     assert Laplace(epsilon=1.0) == Laplace(scale=1.0)
     assert hash(Laplace(epsilon=1.0)) == hash(Laplace(scale=1.0))
-    assert Laplace(epsilon=0.5, sensitivity=2.0) == Laplace(4.0, sensitivity=2.0)
-    assert Laplace(1.0) != Laplace(2.0)
-    assert Laplace(2.0, sensitivity=2.0) != Laplace(2.0, sensitivity=1.0)  # other guarantee
+    assert Laplace(epsilon=0.5, sensitivity=2.0) == Laplace(scale=4.0, sensitivity=2.0)
+    assert Laplace(scale=1.0) != Laplace(scale=2.0)
+    assert Laplace(scale=2.0, sensitivity=2.0) != Laplace(
+        scale=2.0, sensitivity=1.0
+    )  # other guarantee
     assert Geometric(epsilon=2.0, sensitivity=2) == Geometric(epsilon=2.0, sensitivity=np.int64(2))
     assert Geometric(epsilon=1.0) != Geometric(epsilon=2.0, sensitivity=2)  # other guarantee
     assert Geometric(epsilon=1.0) != Geometric(epsilon=1.0, sensitivity=2)
-    assert Gaussian(rho=0.5) == Gaussian(1.0)
-    assert Gaussian(1.0) != Laplace(1.0)
-    assert DiscreteGaussian(2.0) == DiscreteGaussian(rho=0.125)
-    assert DiscreteGaussian(2.0) != Gaussian(2.0)
-    assert len({Laplace(1.0), Laplace(epsilon=1.0), Gaussian(1.0), Gaussian(rho=0.5)}) == 2
-    assert Laplace(1.0) != "Laplace(1.0)"
+    assert Gaussian(rho=0.5) == Gaussian(sigma=1.0)
+    assert Gaussian(sigma=1.0) != Laplace(scale=1.0)
+    assert DiscreteGaussian(sigma=2.0) == DiscreteGaussian(rho=0.125)
+    assert DiscreteGaussian(sigma=2.0) != Gaussian(sigma=2.0)
+    assert (
+        len({Laplace(scale=1.0), Laplace(epsilon=1.0), Gaussian(sigma=1.0), Gaussian(rho=0.5)}) == 2
+    )
+    assert Laplace(scale=1.0) != "Laplace(scale=1.0)"
 
 
 # ---- fuzz over constructors and release -------------------------------------------------------
@@ -431,15 +437,15 @@ ODD = st.one_of(
 )
 
 CTORS = [
-    ("Laplace(scale)", lambda a, s: Laplace(a, sensitivity=s)),
-    ("Laplace(epsilon)", lambda a, s: Laplace(epsilon=a, sensitivity=s)),
-    ("Geometric(alpha)", lambda a, s: Geometric(a, sensitivity=s)),
-    ("Geometric(epsilon)", lambda a, s: Geometric(epsilon=a, sensitivity=s)),
-    ("Gaussian(sigma)", lambda a, s: Gaussian(a, sensitivity=s)),
-    ("Gaussian(rho)", lambda a, s: Gaussian(rho=a, sensitivity=s)),
-    ("Gaussian(eps, delta)", lambda a, s: Gaussian(epsilon=a, delta=1e-6, sensitivity=s)),
-    ("DiscreteGaussian(sigma)", lambda a, s: DiscreteGaussian(a, sensitivity=s)),
-    ("DiscreteGaussian(rho)", lambda a, s: DiscreteGaussian(rho=a, sensitivity=s)),
+    ("Laplace(scale=scale)", lambda a, s: Laplace(scale=a, sensitivity=s)),
+    ("Laplace(scale=epsilon)", lambda a, s: Laplace(epsilon=a, sensitivity=s)),
+    ("Geometric(alpha=alpha)", lambda a, s: Geometric(alpha=a, sensitivity=s)),
+    ("Geometric(alpha=epsilon)", lambda a, s: Geometric(epsilon=a, sensitivity=s)),
+    ("Gaussian(sigma=sigma)", lambda a, s: Gaussian(sigma=a, sensitivity=s)),
+    ("Gaussian(sigma=rho)", lambda a, s: Gaussian(rho=a, sensitivity=s)),
+    ("Gaussian(sigma=eps, delta)", lambda a, s: Gaussian(epsilon=a, delta=1e-6, sensitivity=s)),
+    ("DiscreteGaussian(sigma=sigma)", lambda a, s: DiscreteGaussian(sigma=a, sensitivity=s)),
+    ("DiscreteGaussian(sigma=rho)", lambda a, s: DiscreteGaussian(rho=a, sensitivity=s)),
 ]
 
 

@@ -35,19 +35,19 @@ def test_core_and_guarantee_exact():
     assert m.family == "laplace" and m.integer is False
     for b in SCALES:
         for d in [0.01, 1.0, 3.0, 250.0]:
-            assert math.isclose(Laplace(b, sensitivity=d).epsilon, d / b, rel_tol=1e-12)
+            assert math.isclose(Laplace(scale=b, sensitivity=d).epsilon, d / b, rel_tol=1e-12)
             assert math.isclose(Laplace(epsilon=d / b, sensitivity=d).scale, b, rel_tol=1e-12)
     assert "Laplace(epsilon=0.5" in repr(m)
 
 
 def test_more_noise_never_raises_epsilon():
     scales = np.geomspace(1e-3, 1e3, 200)
-    eps = np.array([Laplace(b, sensitivity=1.7).epsilon for b in scales])
+    eps = np.array([Laplace(scale=b, sensitivity=1.7).epsilon for b in scales])
     assert np.all(np.diff(eps) < 0)
 
 
 def test_logpdf_three_forms_agree_with_scipy():
-    mechs = [Laplace(b) for b in SCALES]
+    mechs = [Laplace(scale=b) for b in SCALES]
     xv = pt.dvector("x")
     outs = [m.logpdf_pt(xv) for m in mechs]
     assert all(o.dtype == "float64" for o in outs)
@@ -73,7 +73,7 @@ def test_logpdf_three_forms_agree_with_scipy():
 
 
 def test_noise_dist_is_float64_laplace():
-    m = Laplace(0.3)
+    m = Laplace(scale=0.3)
     d = m.noise_dist(size=4)
     assert d.dtype == "float64"
     params = d.owner.inputs[2:]
@@ -100,7 +100,7 @@ def test_release_ks_and_negative_control(rng, secure):
 
 
 def test_release_rng_reproducible_and_shapes(rng):
-    m = Laplace(2.0)
+    m = Laplace(scale=2.0)
     seed = int(rng.integers(2**31))
     a = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed))
     b = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed))
@@ -173,13 +173,13 @@ def test_no_bad_parameter_gets_through(scale, epsilon, sensitivity, kind):
     valid = ((scale is None) != (epsilon is None)) and good(sensitivity)
     valid = valid and all(good(v) for v in (scale, epsilon) if v is not None)
     if valid:
-        m = Laplace(scale, **kwargs)
+        m = Laplace(scale=scale, **kwargs)
         g = m.guarantee()
         assert math.isfinite(g.epsilon) and g.epsilon > 0 and g.delta == 0.0
         assert math.isfinite(m.scale) and m.scale > 0
     else:
         with pytest.raises((TypeError, ValueError)):
-            Laplace(scale, **kwargs)
+            Laplace(scale=scale, **kwargs)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_laplace_vs_scipy(b):
     x = b * np.array([-700.0, -50.0, -3.0, -1e-9, 0.0, 1e-9, 0.5, 3.0, 30.0, 700.0])
     ref_cdf = stats.laplace.logcdf(x, scale=b)
     ref_sf = stats.laplace.logsf(x, scale=b)  # continuous: P(Y >= x) = P(Y > x)
-    _check(Laplace(b), x, ref_cdf, ref_sf)
+    _check(Laplace(scale=b), x, ref_cdf, ref_sf)
 
 
 @pytest.mark.parametrize("sigma", [1e-3, 0.5, 1.0, 3.7, 1e4])
@@ -71,7 +71,7 @@ def test_gaussian_vs_scipy_and_mpmath(sigma):
     u = np.array([-1e4, -300.0, -38.0, -30.0, -10.0, -1.5, -1.0, -0.3, 0.0, 0.7, 5.0, 37.0, 40.0])
     x = sigma * u
     ref_cdf = special.log_ndtr(u)
-    _check(Gaussian(sigma), x, ref_cdf, special.log_ndtr(-u))
+    _check(Gaussian(sigma=sigma), x, ref_cdf, special.log_ndtr(-u))
     mp.mp.dps = 40
     for v in [-1e4, -300.0, -38.0, -5.0, 0.0, 5.0]:
         ref = float(mp.log(mp.ncdf(mp.mpf(v))))
@@ -143,7 +143,7 @@ def _dg_mpmath_logcdf(k: int, sigma: float) -> float:
 
 @pytest.mark.parametrize("sigma", [0.1, 0.5, 1.0, 3.3, 9.99, 10.0, 37.5, 250.0, 1e4])
 def test_discrete_gaussian_vs_brute_force(sigma):
-    m = DiscreteGaussian(sigma)
+    m = DiscreteGaussian(sigma=sigma)
     s = m.sigma
     mult = np.array([-40.0, -20.0, -6.0, -2.0, -0.6, 0.0, 0.4, 1.5, 8.0, 38.0])
     k = np.unique(np.concatenate([np.round(mult * s), [-3.0, -1.0, 0.0, 1.0, 2.0, 5.0]]))
@@ -157,7 +157,7 @@ def test_discrete_gaussian_vs_brute_force(sigma):
 
 @pytest.mark.parametrize("sigma", [0.1, 1.0, 7.3, 12.0])
 def test_discrete_gaussian_vs_mpmath(sigma):
-    m = DiscreteGaussian(sigma)
+    m = DiscreteGaussian(sigma=sigma)
     s = m.sigma
     for k in {-int(30 * s) - 1, -int(5 * s) - 1, -1, 0, 1, int(3 * s) + 1, int(25 * s) + 2}:
         ref = _dg_mpmath_logcdf(k, s)
@@ -167,7 +167,7 @@ def test_discrete_gaussian_vs_mpmath(sigma):
 
 def test_discrete_gaussian_euler_maclaurin_branch_boundary():
     """Both sides of the switch between the two tail forms agree with the brute force."""
-    m = DiscreteGaussian(100.0)
+    m = DiscreteGaussian(sigma=100.0)
     for k in [-499, -500, -501, 498, 499, 500]:  # a = sigma^2/20 = 500
         ref = _dg_brute_logcdf(k, m.sigma)
         assert abs(float(m.logcdf(k)) - ref) <= 1e-12 * abs(ref)
@@ -175,14 +175,19 @@ def test_discrete_gaussian_euler_maclaurin_branch_boundary():
 
 def test_normalization_of_censored_pieces():
     """P(Y <= c) + P(c < Y < d) + P(Y >= d) = 1 for the integer laws (pmf sum in between)."""
-    for m in (Geometric(epsilon=0.7), DiscreteGaussian(2.5)):
+    for m in (Geometric(epsilon=0.7), DiscreteGaussian(sigma=2.5)):
         inner = np.arange(-3, 7)
         total = np.exp(m.logcdf(-4.0)) + np.exp(m.logpdf(inner)).sum() + np.exp(m.logsf(7.0))
         assert abs(total - 1.0) <= 1e-14
 
 
 def test_censored_kernel_dispatch():
-    for m in (Laplace(1.5), Gaussian(2.0), Geometric(epsilon=0.5), DiscreteGaussian(3.0)):
+    for m in (
+        Laplace(scale=1.5),
+        Gaussian(sigma=2.0),
+        Geometric(epsilon=0.5),
+        DiscreteGaussian(sigma=3.0),
+    ):
         f = m.numba_censored_logpdf
         p = m.numba_params
         for x in (-4.0, 0.0, 3.0):
@@ -204,7 +209,7 @@ class _NoTails(Laplace):
 
 
 def test_user_mechanism_without_tails_gets_clear_error():
-    m = _NoTails(1.0)
+    m = _NoTails(scale=1.0)
     with pytest.raises(NotImplementedError, match="logcdf"):
         m.logcdf(0.0)
     with pytest.raises(NotImplementedError, match=r"z is censored.*logcdf, logsf"):
@@ -214,14 +219,16 @@ def test_user_mechanism_without_tails_gets_clear_error():
     class OwnDensity(Laplace):  # changed numba density: Laplace's censored kernel is not its
         @property
         def numba_logpdf(self):
-            return Laplace(1.0).numba_logpdf
+            return Laplace(scale=1.0).numba_logpdf
 
-    assert OwnDensity(1.0).numba_censored_logpdf is None
-    assert Laplace(1.0).numba_censored_logpdf is not None
-    Laplace(1.0).check_tails("z")  # the built-in one has them
+    assert OwnDensity(scale=1.0).numba_censored_logpdf is None
+    assert Laplace(scale=1.0).numba_censored_logpdf is not None
+    Laplace(scale=1.0).check_tails("z")  # the built-in one has them
 
 
-@pytest.mark.parametrize("mech", [Laplace(1.3), Gaussian(2.0)], ids=["laplace", "gaussian"])
+@pytest.mark.parametrize(
+    "mech", [Laplace(scale=1.3), Gaussian(sigma=2.0)], ids=["laplace", "gaussian"]
+)
 def test_gradients_finite_and_exact(mech):
     """d/dx of logcdf_pt / logsf_pt: finite far into both tails and equal to the exact
     derivative (density / CDF; scipy's log_ndtr for the Gaussian, closed form for Laplace)."""

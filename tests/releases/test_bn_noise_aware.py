@@ -240,7 +240,7 @@ def test_projected_gaussian_posterior_matches_enumeration():
     """Conditioning on the clipped tables (Alg. 1 output): censored cells enter through the
     Gaussian tail probabilities. Control: the clipped values taken as exact observations
     (density at the clip point), the right likelihood for Laplace only."""
-    mech = pmdp.Gaussian(SIGMA, sensitivity=2.0)
+    mech = pmdp.Gaussian(sigma=SIGMA, sensitivity=2.0)
     rel = _release(AB, np.zeros((N, 2), dtype=int), mech, ZG, project=True)
     zp = rel.tables
     assert rel.projection == (0, N)
@@ -263,7 +263,8 @@ def _logp_fn(model):
 
 
 @pytest.mark.parametrize(
-    "mech", [pmdp.Laplace(scale=SCALE, sensitivity=4.0), pmdp.Gaussian(SIGMA, sensitivity=2.0)]
+    "mech",
+    [pmdp.Laplace(scale=SCALE, sensitivity=4.0), pmdp.Gaussian(sigma=SIGMA, sensitivity=2.0)],
 )
 def test_projected_laplace_equals_raw(rng, mech):
     """Exact: for Laplace the projected (censored) model's log-density differs from the raw

@@ -84,7 +84,7 @@ def test_projection_refused_where_region_is_not_a_box():
 
 def test_plugin_posterior_uses_projected_value():
     rel = release_sufficient_statistics(
-        np.ones(5, dtype=int), "bernoulli", mechanism=Laplace(3.0, sensitivity=2.0),
+        np.ones(5, dtype=int), "bernoulli", mechanism=Laplace(scale=3.0, sensitivity=2.0),
         rng=np.random.default_rng(0), project=True,
     )  # fmt: skip
     rel = dataclasses.replace(rel, value=np.array([5.0, 0.0]))
@@ -97,7 +97,7 @@ def test_model_conditions_on_clipped_value_exactly():
     log survival (checked against scipy), not the density."""
     n, sigma = 6, 2.0
     rel = release_sufficient_statistics(
-        np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma, sensitivity=2.0),
+        np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma=sigma, sensitivity=2.0),
         rng=np.random.default_rng(0), project=True,
     )  # fmt: skip
     rel = dataclasses.replace(rel, value=np.array([float(n), 0.0]))
@@ -134,7 +134,7 @@ def test_noise_aware_posterior_of_projected_release_exact():
     hitting both bounds; pm.sample on model() against the enumeration over the count."""
     n, sigma = 8, 2.0
     rel = release_sufficient_statistics(
-        np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma, sensitivity=2.0),
+        np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma=sigma, sensitivity=2.0),
         rng=np.random.default_rng(0), project=True,
     )  # fmt: skip
     z = np.array([float(n), 0.0])

@@ -133,9 +133,9 @@ def test_calibration_with_a_factory_uses_the_exact_sensitivity():
         x, "bernoulli", mechanism=functools.partial(pmdp.Laplace, epsilon=0.5), rng=rng
     )
     assert rel.mechanism == pmdp.Laplace(epsilon=0.5, sensitivity=2.0)
-    assert rel.mechanism.scale == 4.0 and rel.guarantee() == pmdp.Laplace(4.0, sensitivity=2.0).map(
-        2.0
-    )
+    assert rel.mechanism.scale == 4.0 and rel.guarantee() == pmdp.Laplace(
+        scale=4.0, sensitivity=2.0
+    ).map(2.0)
     rel = release_sufficient_statistics(
         x, "bernoulli", mechanism=functools.partial(pmdp.Geometric, epsilon=0.5), rng=rng
     )

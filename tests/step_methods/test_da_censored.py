@@ -90,7 +90,9 @@ def _model(mech, z, **release_kw):
 
 
 @pytest.mark.parametrize(
-    ("mech", "z"), [(Gaussian(2.0), 0.0), (DiscreteGaussian(2.0), N)], ids=["gauss", "dgauss"]
+    ("mech", "z"),
+    [(Gaussian(sigma=2.0), 0.0), (DiscreteGaussian(sigma=2.0), N)],
+    ids=["gauss", "dgauss"],
 )
 def test_additive_path_exact_posterior(mech, z):
     model, x = _model(mech, z)
@@ -107,7 +109,7 @@ def test_additive_path_exact_posterior(mech, z):
 
 
 def test_soma_path_exact_posterior():
-    mech = Gaussian(2.0)
+    mech = Gaussian(sigma=2.0)
     model, x = _model(mech, 0.0)
     with model:
         step = DataAugmentation([x], method="soma")
@@ -119,7 +121,7 @@ def test_soma_path_exact_posterior():
 def test_generic_path_exact_posterior():
     """A clipped Gaussian count and a Laplace count of the first half (two families: the
     generic scan). Enumerate (s1, s2), the counts of the two halves."""
-    gauss, lap, b_obs = Gaussian(2.0), Laplace(1.0), 1.0
+    gauss, lap, b_obs = Gaussian(sigma=2.0), Laplace(scale=1.0), 1.0
     with pm.Model() as model:
         p = pm.Beta("p", 1.0, 1.0)
         x = pm.Bernoulli("x", p=p, shape=N)
@@ -164,7 +166,7 @@ def test_table_statistic_exact_posterior():
     released with discrete Gaussian noise and projected to [0, n] per cell. Enumerate the
     tables: P(t | z) ∝ multinomial(t) B(1 + Sa, 1 + n - Sa) B(1 + Sb, 1 + n - Sb) L(z | t)."""
     n = 6
-    mech = DiscreteGaussian(1.5)
+    mech = DiscreteGaussian(sigma=1.5)
     z = np.array([[0, 0], [2, 6]])
     with pm.Model() as model:
         pa = pm.Beta("pa", 1.0, 1.0)
@@ -207,7 +209,7 @@ def test_three_way_table_exact_posterior(censored):
     Control: the table with its first and last axes swapped (a wrong flattening order), about
     19-25 MCSE away (the censored-versus-plain control is in the tests above)."""
     n = 4
-    mech = DiscreteGaussian(0.8)
+    mech = DiscreteGaussian(sigma=0.8)
     z = np.array([[[0, 0], [3, 0]], [[1, 0], [0, 0]]]) if censored else None
     if not censored:
         z = np.array([[[1, 0], [2, -1]], [[1, 0], [0, 0]]])
@@ -262,7 +264,7 @@ def test_uncensored_blocks_unchanged_and_user_mechanism_takes_generic_path():
     from the built-in's gets no built-in censored kernel and runs through the generic path."""
     from pymc_dp.mechanisms.base import _NOISE_DISTS, register_noise_dist
 
-    mech = Gaussian(2.0)
+    mech = Gaussian(sigma=2.0)
     with pm.Model():
         x = pm.Bernoulli("x", p=0.5, shape=N)
         Release("z", x.sum(), mech, observed=1.5)
@@ -273,13 +275,13 @@ def test_uncensored_blocks_unchanged_and_user_mechanism_takes_generic_path():
     class MyGaussian(Gaussian):
         @property
         def numba_logpdf(self):  # same law, another kernel object
-            return Gaussian(1.0).numba_logpdf
+            return Gaussian(sigma=1.0).numba_logpdf
 
     register_noise_dist(MyGaussian, _NOISE_DISTS[Gaussian])
     try:
         with pm.Model():
             x = pm.Bernoulli("x", p=0.5, shape=N)
-            Release("z", x.sum(), MyGaussian(2.0), observed=0.0, lower=0, upper=N)
+            Release("z", x.sum(), MyGaussian(sigma=2.0), observed=0.0, lower=0, upper=N)
             step = DataAugmentation([x])
         assert step._blocks[0].generic
     finally:
