@@ -206,7 +206,8 @@ def compile_additive(g, batch_leaves, get_proposer):
     """Compile and check the additive decomposition of block graph ``g``.
 
     ``get_proposer()`` returns the block's proposer (built once per block). Returns an
-    :class:`AdditiveFit`, or None when the statistic is not (provably) additive: the exact
+    :class:`AdditiveFit`, or None when the statistic is not (provably) additive, or when its
+    one-record form cannot be evaluated (records picked by a mask or an index): the exact
     generic path is then taken. Raises ``ValueError`` when the records cannot be forward-sampled
     or are not conditionally independent.
     """
@@ -236,7 +237,15 @@ def compile_additive(g, batch_leaves, get_proposer):
     alt, changed = differing_records(lambda: proposer.draw(chk.args, rng), cur, g.n)
     if not changed.all():
         return None
-    consts = additive_consts(chk.at, chk.args, [cur, *draws, *mixtures(cur, alt, g.n, rng)])
+    configs = [cur, *draws, *mixtures(cur, alt, g.n, rng)]
+    try:
+        consts = additive_consts(chk.at, chk.args, configs)
+        fn(*chk.args, *cur)
+    except Exception:
+        # the one-record graph does not run: records selected by a boolean mask or an integer
+        # index (x[mask].sum(), x[idx].sum()) have no one-record form (broadcast / index
+        # errors). Not a decomposition: the next candidate, or the exact generic path
+        return None
     if consts is None or (free and not _holds_elsewhere(chk, proposer, rng)):
         return None
     # 2. conditional independence: changing record j changes only row j of the terms
