@@ -33,6 +33,7 @@ import numpy as np
 from pymc_dp.kernels.da_sweep import sensitivity_excess
 
 __all__ = [
+    "PRIVATIZED_HINT",
     "RESTATE",
     "RTOL",
     "RowCheck",
@@ -61,6 +62,15 @@ RESTATE = (
     "values that belong together in one record (a record variable of shape (n, k)), or sample "
     "the model without DataAugmentation (pass step=[...] to pm.sample, e.g. NUTS on a "
     "differentiable model)."
+)
+
+
+#: the end of every sensitivity refusal: the model may need Privatized, not Release
+PRIVATIZED_HINT = (
+    "If each released number is one true value plus its own noise (e.g. a count per region, "
+    "not a statistic of individual people's records), use pmdp.Privatized instead of Release: "
+    "pmdp.Privatized(name, pm.Poisson.dist(mu=...), mechanism, observed=z), with the "
+    "distribution of the true values."
 )
 
 
@@ -314,7 +324,8 @@ def sensitivity_message(spec, i, r, change) -> str:
         f"{spec.families[r]} mechanism, so the declared privacy guarantee (epsilon) does not "
         "hold for this statistic. Declare the sensitivity the statistic has (the largest change "
         "one record can make, e.g. 2 for 2 * x.sum() of 0/1 records, 2 for a one-hot count "
-        "vector in L1) or bound each record's contribution in the statistic (pt.clip)."
+        "vector in L1) or bound each record's contribution in the statistic (pt.clip). "
+        + PRIVATIZED_HINT
     )
 
 
