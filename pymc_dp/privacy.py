@@ -97,6 +97,15 @@ class ReleaseEntry:
         return _plain(compose_repeated(_plain(m.guarantee()), k))
 
 
+#: how the report states the cost of k values per individual (plain words, no API names)
+_COST_OF_K = (
+    "the cost for a person with k values is: for a Release, the mechanism's guarantee when one "
+    "person can change the released statistic by k times the sensitivity (k epsilon for the "
+    "Laplace and geometric mechanisms, k^2 rho for the Gaussian ones); for a Privatized node, "
+    "k separate releases (k epsilon, k delta, k rho)"
+)
+
+
 @dataclass(frozen=True)
 class PrivacyReport:
     """The releases of a model and their sequential composition (``total``).
@@ -132,10 +141,10 @@ class PrivacyReport:
         return {
             "composition": (
                 "sequential across nodes; an individual contributes at most `contributions` "
-                "values to a node: a Release costs mechanism.map(contributions * sensitivity), "
-                "a Privatized node `contributions` sequential releases (parallel across "
-                "individuals); rho of a pure epsilon-DP node is epsilon^2/2 (Bun & Steinke "
-                "2016, Prop. 1.4)"
+                "values to a node: a Release costs the mechanism's guarantee for a change of "
+                "its statistic by `contributions` times the sensitivity, a Privatized node "
+                "`contributions` sequential releases (parallel across individuals); rho of a "
+                "pure epsilon-DP node is epsilon^2/2 (Bun & Steinke 2016, Prop. 1.4)"
             ),
             "total": guar(self.total),
             "releases": [
@@ -168,8 +177,7 @@ class PrivacyReport:
         if ks:
             lines.append(
                 f"assumes an individual contributes at most {', '.join(map(str, ks))} value(s) to "
-                "a node (privacy_report(contributions=...)); the cost of k values is computed: "
-                "mechanism.map(k * sensitivity) for a Release, k releases for a Privatized node"
+                "a node (privacy_report(contributions=...)); " + _COST_OF_K
             )
         return "\n".join(lines)
 

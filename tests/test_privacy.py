@@ -125,4 +125,4 @@ def test_contributions_recorded_on_results_and_in_text(model):
     assert d["releases"][1]["epsilon"] == 0.5
     assert list(idata["privacy"].to_dataset()["contributions"].values) == [2, 2, 2]
     text = str(pmdp.privacy_report(model, contributions=2))
-    assert "at most 2 value(s)" in text and "map(k * sensitivity)" in text
+    assert "at most 2 value(s)" in text and "k times the sensitivity" in text
