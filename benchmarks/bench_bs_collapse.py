@@ -7,7 +7,7 @@ set per ``N``: a true ``p`` drawn from the prior, the count ``S ~ Binomial(N, p)
 ``z = S + Laplace(10)`` drawn by pymc_dp's own :class:`~pymc_dp.mechanisms.laplace.Laplace`
 mechanism; both samplers get the same ``z``.
 
-* pymc_dp: ``p ~ Beta(10, 10); x ~ Bernoulli(p, shape=N); Release("z", x.sum(), Laplace(0.1))``
+* pymc_dp: ``p ~ Beta(10, 10); x ~ Bernoulli(p, shape=N); Release("z", x.sum(), Laplace(epsilon=0.1))``
   sampled by plain ``pm.sample(draws, tune, chains=1, cores=1, var_names=["p"])``, so whatever
   step methods ``pm.sample`` assigns are measured; their classes and variables (PyMC's own step
   summary, captured from its log) are reported. Sampling time is PyMC's ``sampling_time`` (tuning

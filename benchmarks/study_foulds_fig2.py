@@ -6,7 +6,7 @@ one posterior sample per method; the error is ``|theta - 0.3|`` averaged over th
 (Foulds et al. used 1000 repeats). Methods, each epsilon = 0.1 per dataset:
 
 * non-private: ``theta ~ Beta(1 + s, 1 + f)``;
-* Laplace (plug-in): ``release_sufficient_statistics(x, "bernoulli", mechanism=Laplace(eps))``,
+* Laplace (plug-in): ``release_sufficient_statistics(x, "bernoulli", mechanism=Laplace(epsilon=eps))``,
   the pair ``(s, f)`` with L1 sensitivity 2 (scale 20), clipped to ``[0, N]`` (eq. 16), then
   one draw of ``Beta(1 + s~, 1 + f~)``;
 * OPS: ``OnePosteriorSample.beta_bernoulli(eps, truncation=p0)``, one exact draw of the

@@ -13,7 +13,7 @@ has ``P(x_i = 1 | y) = 1/2 + s_i d_i (2y - 1)`` with ``d_i`` evenly spaced from 
 Methods, each epsilon-DP for the training set (replace-one neighbours) except the first:
 
 * non-private: Dirichlet posterior ``1 + counts``, predictive from the posterior means;
-* Laplace (Alg. 1): ``release_bayes_net_counts`` with ``Laplace(epsilon)`` at the L1
+* Laplace (Alg. 1): ``release_bayes_net_counts`` with ``Laplace(epsilon=epsilon)`` at the L1
   sensitivity ``2|I| = 34`` (Lemma 1), clipped to ``[0, n]``, plug-in Dirichlet posterior,
   predictive from its means;
 * sampler (Zhang et al.'s posterior sampler, Thm. 4 part 1): one draw of the posterior with
