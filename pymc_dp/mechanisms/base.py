@@ -187,11 +187,13 @@ class Mechanism(ABC):
     integer: ClassVar[bool]
 
     sensitivity: float | int
-    #: the calls a positional call's ``TypeError`` suggests, e.g. ``("epsilon=...", "scale=...")``
-    keyword_forms: ClassVar[tuple[str, ...]] = ("epsilon=...",)
+    #: keyword-only construction: a positional call raises ``TypeError`` suggesting these
+    #: calls, e.g. ``("epsilon=...", "scale=...")`` (every built-in mechanism sets them; empty,
+    #: the default, leaves the signature to the subclass's ``__init__``)
+    keyword_forms: ClassVar[tuple[str, ...]] = ()
 
     def __new__(cls, *args, **kwargs):
-        if args:  # every mechanism is built from keywords only (no silent "first = scale")
+        if args and cls.keyword_forms:  # no silent "first positional = the noise scale"
             raise TypeError(_positional_message(cls))
         obj = super().__new__(cls)
         # whether a privacy claim was stated (epsilon, delta, rho or sensitivity given), not only

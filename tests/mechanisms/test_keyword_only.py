@@ -15,6 +15,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
 from pymc_dp.mechanisms.gaussian import Gaussian
 from pymc_dp.mechanisms.geometric import Geometric
@@ -100,3 +101,17 @@ def test_integer_mechanisms_refuse_non_numbers_and_bools():
     for sens in ("1", True, np.bool_(True), None, [1]):
         with pytest.raises(TypeError, match="sensitivity"):
             Geometric(epsilon=0.5, sensitivity=sens)
+
+
+def test_own_mechanism_keeps_its_signature():
+    """A direct subclass of Mechanism that does not set ``keyword_forms`` is not forced to
+    keywords (its ``__init__`` defines its signature)."""
+
+    class Scaled(Laplace):
+        keyword_forms = ()
+
+        def __init__(self, b):
+            super().__init__(scale=b)
+
+    assert Scaled(2.0).scale == 2.0
+    assert Mechanism.keyword_forms == ()
