@@ -8,7 +8,9 @@ and call ``pm.sample()``:
 * :class:`Privatized` wraps a base distribution whose every value was released with noise, and
   integrates the true value out exactly;
 * :class:`Release` conditions latent records on a released statistic of them; ``pm.sample`` then
-  picks the :class:`DataAugmentation` step for the records (Ju, Awan, Gong & Rao 2022);
+  picks the :class:`DataAugmentation` step for the records (Ju, Awan, Gong & Rao 2022), or
+  :class:`CollapsedRecords` when exchangeable records enter only through their sum (their
+  statistic is drawn exactly instead, at a cost that does not grow with their number);
 * with ``marginalize=False``, the Poisson true counts behind a :class:`Geometric` release get
   the :class:`CountAugmentation` Gibbs step (Schein et al. 2019);
 * the release side: :func:`release_sufficient_statistics` clamps data, releases a conjugate
@@ -47,6 +49,7 @@ from pymc_dp.releases import (
 from pymc_dp.step_methods import (
     CONJUGATE_STEPS,
     FFBS,
+    CollapsedRecords,
     ConjugateGibbs,
     CountAugmentation,
     DataAugmentation,
@@ -59,6 +62,7 @@ __all__ = [
     "CONJUGATE_STEPS",
     "FFBS",
     "Bessel",
+    "CollapsedRecords",
     "ConjugateGibbs",
     "CountAugmentation",
     "DataAugmentation",

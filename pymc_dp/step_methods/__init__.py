@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pymc.step_methods import STEP_METHODS
 
+from pymc_dp.step_methods.collapsed import CollapsedRecords
 from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
@@ -20,6 +21,7 @@ from pymc_dp.step_methods.ffbs import FFBS
 __all__ = [
     "CONJUGATE_STEPS",
     "FFBS",
+    "CollapsedRecords",
     "ConjugateGibbs",
     "CountAugmentation",
     "DataAugmentation",
@@ -30,7 +32,9 @@ __all__ = [
 def register_step_methods() -> None:
     """Put pymc_dp's steps at the front of ``pymc.step_methods.STEP_METHODS`` (idempotent).
 
-    PyMC breaks competence ties in list order, so the steps go first: the data-augmentation step
+    PyMC breaks competence ties in list order, so the steps go first: ``CollapsedRecords``
+    must win over DataAugmentation and ConjugateGibbs for the records and parameters it
+    collapses (it claims only those, and all others fall back to them), the data-augmentation step
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
     ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims, and
     ``FFBS`` over PyMC's discrete steps for MarkovChain states.
@@ -42,13 +46,15 @@ def register_step_methods() -> None:
     >>> import pymc as pm
     >>> from pymc_dp.step_methods import register_step_methods
     >>> register_step_methods()
-    >>> [c.__name__ for c in pm.step_methods.STEP_METHODS[:3]]
-    ['DataAugmentation', 'CountAugmentation', 'FFBS']
+    >>> [c.__name__ for c in pm.step_methods.STEP_METHODS[:4]]
+    ['CollapsedRecords', 'DataAugmentation', 'CountAugmentation', 'FFBS']
     >>> n = len(pm.step_methods.STEP_METHODS)
     >>> register_step_methods()
     >>> len(pm.step_methods.STEP_METHODS) == n
     True
     """
-    for cls in reversed((DataAugmentation, CountAugmentation, FFBS, *CONJUGATE_STEPS)):
+    for cls in reversed(
+        (CollapsedRecords, DataAugmentation, CountAugmentation, FFBS, *CONJUGATE_STEPS)
+    ):
         if cls not in STEP_METHODS:
             STEP_METHODS.insert(0, cls)

@@ -615,21 +615,25 @@ class _Updater:
         out = np.bincount(flat, weights=np.reshape(stat, -1), minlength=n0 * r)
         return out.reshape(self.shape)
 
+    def _child_stats(self, child, point, compiled):
+        """The pair's statistics of one child (an entry of ``self.children``): one pass over
+        its values."""
+        link, xq, orders, iq, eqs, what = child
+        x = np.asarray(xq.get(point, compiled))
+        extras = tuple(e.get(point, compiled) for e in eqs)
+        if iq is None:
+            cells = Cells(_expanded_shape(self.shape, orders), self.shape)
+            return link.stats(x, extras, cells, what)
+        idx = np.asarray(iq.get(point, compiled))
+        base = idx.shape + self.shape[1:]
+        cells = Cells(_expanded_shape(base, orders), base)
+        return [self._scatter(st, idx) for st in link.stats(x, extras, cells, what)]
+
     def _totals(self, point, compiled):
         """The pair's statistics of every child, accumulated (one pass over each child)."""
         acc = None
-        for link, xq, orders, iq, eqs, what in self.children:
-            x = np.asarray(xq.get(point, compiled))
-            extras = tuple(e.get(point, compiled) for e in eqs)
-            if iq is None:
-                cells = Cells(_expanded_shape(self.shape, orders), self.shape)
-                stats = link.stats(x, extras, cells, what)
-            else:
-                idx = np.asarray(iq.get(point, compiled))
-                base = idx.shape + self.shape[1:]
-                cells = Cells(_expanded_shape(base, orders), base)
-                stats = [self._scatter(st, idx) for st in link.stats(x, extras, cells, what)]
-            acc = self.pair.combine(acc, stats)
+        for child in self.children:
+            acc = self.pair.combine(acc, self._child_stats(child, point, compiled))
         return acc
 
     def _posterior(self, point):

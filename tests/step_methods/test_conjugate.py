@@ -668,8 +668,7 @@ def test_assignment_without_model_context():
         pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=2.3)
     _, sel = assign_step_methods(m)  # no model on the context stack here
     assert {c.__name__: [v.name for v in vs] for c, vs in sel.items()} == {
-        "ConjugateGibbs": ["p_logodds__"],
-        "DataAugmentation": ["x"],
+        "CollapsedRecords": ["p_logodds__", "x"],
     }
 
 

@@ -36,11 +36,19 @@ def mcse_check(samples, reference):
 
 @pytest.fixture(scope="module", autouse=True)
 def registered():
-    """Register DataAugmentation the way pymc_dp.step_methods.register_step_methods will."""
+    """Register DataAugmentation the way pymc_dp.step_methods.register_step_methods will, and
+    take CollapsedRecords out for this module: its sum-of-records models are the ones that step
+    collapses, and this module tests the data-augmentation step itself (the collapse has its own
+    tests, tests/step_methods/test_collapsed_records.py)."""
     added = DataAugmentation not in STEP_METHODS
     if added:
         STEP_METHODS.insert(0, DataAugmentation)
+    collapsed = [c for c in STEP_METHODS if c.__name__ == "CollapsedRecords"]
+    for c in collapsed:
+        STEP_METHODS.remove(c)
     yield
+    for c in collapsed:
+        STEP_METHODS.insert(0, c)
     if added:
         STEP_METHODS.remove(DataAugmentation)
 

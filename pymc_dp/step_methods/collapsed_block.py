@@ -1,0 +1,371 @@
+"""One collapsed record block, and conjugate updates that read its statistic.
+
+The adapter layer of :class:`~pymc_dp.step_methods.collapsed.CollapsedRecords`:
+:class:`CollapsedBlock` draws the statistic of one record variable
+(:mod:`pymc_dp.kernels.collapsed_stat`) and keeps the records a draw given it
+(:mod:`pymc_dp.kernels.allocation`); :func:`collapsed_updater` builds the conjugate update of a
+parameter whose collapsed children contribute their sufficient statistics in ``O(K)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+from pytensor.compile.mode import Mode
+
+from pymc_dp.kernels.allocation import (
+    CategoricalAllocation,
+    NormalAllocation,
+    PoissonAllocation,
+)
+from pymc_dp.kernels.collapsed_stat import (
+    counts_gibbs_sampler,
+    marginal_count_sampler,
+    marginal_counts_gibbs_sampler,
+    sample_normal_sum,
+)
+from pymc_dp.step_methods.conjugate import _PRIOR_OPS, _analyze, _expanded_shape, _Updater
+from pymc_dp.step_methods.conjugate_pairs import Cells, NotConjugateError
+from pymc_dp.step_methods.da_checks import PRIVATIZED_HINT
+from pymc_dp.step_methods.da_spec import release_arrays
+
+__all__ = ["CollapsedBlock", "collapsed_updater", "simple_plan"]
+
+_SIMPLE_FAMILIES = ("beta", "gamma", "dirichlet", "normal")
+_BINOMIAL, _POISSON, _BETA_BINOMIAL, _NEG_BINOMIAL = 0, 1, 2, 3
+# the conjugate family whose parameter integrates out of each record family
+_JOINT = {"categorical": ("beta", "dirichlet"), "poisson": ("gamma",), "normal": ("normal",)}
+
+
+def _mode(ck):
+    if ck.get("mode") is not None:
+        return ck["mode"]
+    if pytensor.config.cxx:
+        return Mode(linker="cvm_nogc", optimizer="fast_run")
+    return None
+
+
+def _check_sensitivity(plan, rel, M) -> None:
+    """Declared sensitivities must bound the change one record can make (``ValueError``)."""
+    for r, release in enumerate(plan.releases):
+        sens = rel.sens[r]
+        if not np.isfinite(sens):
+            continue
+        rows = M[rel.comp_release == r]
+        if plan.family != "categorical":
+            if np.any(rows != 0):
+                raise ValueError(
+                    f"release {release.name!r} declares sensitivity {sens:g}, but one "
+                    f"{plan.family.capitalize()} record of {plan.rv.name!r} can move its "
+                    "statistic without bound; clamp the records in the statistic, or describe "
+                    "the mechanism by its noise scale (no privacy claim). " + PRIVATIZED_HINT
+                )
+            continue
+        diffs = rows[:, :, None] - rows[:, None, :]
+        norm = (np.sqrt(np.square(diffs).sum(0)) if rel.l2[r] else np.abs(diffs).sum(0)).max(
+            initial=0.0
+        )
+        if norm > sens * (1 + 1e-9):
+            raise ValueError(
+                f"release {release.name!r} declares sensitivity {sens:g}, but replacing one "
+                f"record of {plan.rv.name!r} moves its statistic by {norm:g}. " + PRIVATIZED_HINT
+            )
+
+
+def _normal_noise(rel):
+    """The noise description :func:`sample_normal_sum` takes, for the block's releases."""
+    mech = rel.mechs[0]
+    if mech.family == "laplace":
+        return ("laplace", float(mech.scale))
+    sd = np.concatenate(
+        [np.full(s, float(m.sigma)) for m, s in zip(rel.mechs, rel.sizes, strict=True)]
+    )
+    return ("gaussian", sd)
+
+
+class CollapsedBlock:
+    """The statistic and records of one collapsible record variable (``plan``)."""
+
+    def __init__(self, plan, model, input_names, ck, refresh):
+        self.plan = plan
+        rel = release_arrays(model, plan.releases)
+        self.C, self.M = plan.affine()
+        _check_sensitivity(plan, rel, self.M)
+        self.z, self.params, self.logpdf = rel.z, rel.params, rel.logpdf
+        self.noise = _normal_noise(rel) if plan.family == "normal" else None
+        self.release_names = [r.name for r in plan.releases]
+        self.refresh = refresh
+        self._param_fn = model.compile_fn(
+            plan.params,
+            inputs=model.value_vars,
+            point_fn=False,
+            on_unused_input="ignore",
+            mode=_mode(ck),
+        )
+        self.alloc = None
+
+    # ---------------------------------------------------------------- state
+    def forget(self) -> None:
+        """Drop the records' index structure (rebuilt from the next point)."""
+        self.alloc = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["alloc"] = None  # an index over the records, rebuilt from the next point
+        return state
+
+    def _sync(self, x):
+        if self.alloc is not None and x is self.alloc.x:
+            return
+        plan = self.plan
+        if np.shape(x) != (plan.n,):
+            raise ValueError(
+                f"records {plan.rv.name!r} have shape {np.shape(x)}, but the step was built "
+                f"for {plan.n} records; rebuild the step (call pm.sample again) after "
+                "pm.set_data changes their number"
+            )
+        if plan.family == "categorical":
+            self.alloc = CategoricalAllocation(x, plan.k)
+        elif plan.family == "poisson":
+            self.alloc = PoissonAllocation(x)
+        else:
+            self.alloc = NormalAllocation(x, float(self._sigma))
+
+    def counts(self) -> np.ndarray:
+        """Current category counts (categorical records)."""
+        return np.asarray(self.alloc.counts)
+
+    def total(self) -> float:
+        """Current sum of the records (Poisson, Normal)."""
+        return float(self.alloc.total)
+
+    # ---------------------------------------------------------------- draw
+    def _theta(self, args):
+        vals = [np.asarray(v, dtype=np.float64) for v in self._param_fn(*args)]
+        bad = [v for v in vals if not np.all(np.isfinite(v))]
+        if bad:
+            raise ValueError(
+                f"the parameters of records {self.plan.rv.name!r} are not finite: {vals}"
+            )
+        return vals
+
+    def draw(self, args, x, rng, prior=None):
+        """``(records, window width)``: a new statistic and the records moved to a draw given
+        it (``x`` is never written to). With ``prior`` (the hyperparameters of the records'
+        sole conjugate parameter, :func:`joint_prior`) the statistic is drawn from its law with
+        that parameter integrated out (an exact draw of the statistic and, by the parameter's
+        own update after it, of both jointly); otherwise given the parameters in ``args``."""
+        plan = self.plan
+        theta = None
+        if prior is None or plan.family == "normal":
+            theta = self._theta(args)
+        if plan.family == "normal":
+            self._sigma = float(np.ravel(theta[1])[0])
+        self._sync(x)
+        width = None
+        if prior is not None:
+            width = self._draw_marginal(prior, rng)
+        if width is None:
+            theta = self._theta(args) if theta is None else theta
+            width = self._draw_given(theta, rng)
+        if self.refresh:
+            self.alloc.refresh(self.refresh, rng)
+        return self.alloc.x, width
+
+    def _draw_given(self, theta, rng):
+        plan = self.plan
+        if plan.family == "categorical":
+            return self._draw_counts(np.ravel(theta[0]), rng)
+        if plan.family == "poisson":
+            mean = plan.n * float(np.ravel(theta[0])[0])
+            return self._draw_count(_POISSON, mean, 0.0, rng)
+        return self._draw_normal(plan.n * float(np.ravel(theta[0])[0]), 0.0, rng)
+
+    def _draw_marginal(self, prior, rng):
+        """The statistic with the conjugate parameter integrated out, or None where the
+        marginal is not log-concave (shape parameters below 1: the caller then draws given
+        the parameter)."""
+        plan = self.plan
+        family, hyper = prior
+        if family == "normal":
+            m0, s0 = (float(np.ravel(h)[0]) for h in hyper)
+            return self._draw_normal(plan.n * m0, (plan.n * s0) ** 2, rng)
+        if family == "gamma":
+            a, scale = (float(np.ravel(h)[0]) for h in hyper)  # PyTensor's gamma: scale = 1/rate
+            b = 1.0 / scale
+            if a < 1.0:
+                return None
+            return self._draw_count(_NEG_BINOMIAL, a, b / (b + plan.n), rng)
+        if family == "beta":
+            alpha = np.array([float(np.ravel(hyper[1])[0]), float(np.ravel(hyper[0])[0])])
+        else:
+            alpha = np.asarray(hyper[0], dtype=np.float64).ravel()
+        if np.any(alpha < 1.0):
+            return None
+        if plan.k == 2:
+            return self._draw_count(_BETA_BINOMIAL, float(alpha[1]), float(alpha[0]), rng)
+        return self._draw_counts_with(marginal_counts_gibbs_sampler, alpha, rng)
+
+    def _impossible(self):
+        raise ValueError(
+            f"release(s) {self.release_names} have zero density at every possible value of "
+            f"the statistic of {self.plan.rv.name!r} given its parameters"
+        )
+
+    def _check_code(self, code, theta):
+        """Turn the kernels' negative return codes into errors."""
+        if code == -1:
+            self._impossible()
+        if code < 0:
+            raise ValueError(
+                f"invalid parameters of records {self.plan.rv.name!r} for the statistic's "
+                f"law: {theta!r}"
+            )
+
+    def _draw_count(self, family, t1, t2, rng):
+        plan = self.plan
+        b = self.M[:, 0] if family in (_POISSON, _NEG_BINOMIAL) else self.M[:, -1]
+        sampler = marginal_count_sampler(self.logpdf)
+        s, width = sampler(
+            family,
+            plan.n,
+            t1,
+            t2,
+            self.C,
+            np.ascontiguousarray(b),
+            self.z,
+            self.params,
+            rng.random(),
+        )
+        self._check_code(s, (t1, t2))
+        if family in (_BINOMIAL, _BETA_BINOMIAL):
+            self.alloc.move_to(np.array([plan.n - s, s], dtype=np.int64), rng)
+        else:
+            self.alloc.move_to(int(s), rng)
+        return int(width)
+
+    def _draw_counts(self, p, rng):
+        plan = self.plan
+        if p.size == 1 and plan.k == 2:  # Bernoulli: the probability of 1
+            p = np.array([1.0 - p[0], p[0]])
+        if np.any(p < 0) or np.any(p > 1) or abs(p.sum() - 1.0) > 1e-6:
+            raise ValueError(f"probabilities of records {plan.rv.name!r} are invalid: {p}")
+        if plan.k == 2:
+            return self._draw_count(_BINOMIAL, float(p[1]), 0.0, rng)
+        return self._draw_counts_with(counts_gibbs_sampler, p, rng)
+
+    def _draw_counts_with(self, factory, weights, rng):
+        """One pair-move sweep over the counts (cell probabilities, or Dirichlet weights)."""
+        counts = np.array(self.counts(), dtype=np.int64)
+        sweep = factory(self.logpdf)
+        u = rng.random(4 * self.plan.k)
+        width = sweep(counts, np.ascontiguousarray(weights), self.C, self.M, self.z, self.params, u)
+        self._check_code(width, weights)
+        self.alloc.move_to(counts, rng)
+        return int(width)
+
+    def _draw_normal(self, mean, extra_var, rng):
+        """The Normal sum given its mean (and ``extra_var``: the variance the integrated
+        prior mean adds)."""
+        n = self.plan.n
+        s = sample_normal_sum(
+            mean,
+            n * self._sigma**2 + extra_var,
+            self.C,
+            self.M[:, 0],
+            self.z,
+            self.noise,
+            rng.random(),
+        )
+        self.alloc.move_to(float(s), rng)
+        return 1
+
+
+# -------------------------------------------------------------------- parameters
+
+
+def simple_plan(var, model):
+    """The conjugate plan of ``var`` when it is a Beta / Gamma / Dirichlet / Normal-mean
+    parameter drawn alone (no Normal-InverseGamma block, no regression), else None."""
+    if getattr(var, "owner", None) is None or type(var.owner.op) not in _PRIOR_OPS:
+        return None
+    try:
+        plan = _analyze(var, model)
+    except NotConjugateError:
+        return None
+    if plan.family not in _SIMPLE_FAMILIES or plan.partner is not None:
+        return None
+    return plan
+
+
+class _CollapsedUpdater(_Updater):
+    """A conjugate update in which collapsed children contribute through their counts."""
+
+    def __init__(self, plan, model, compile_kwargs, by_rv):
+        super().__init__(plan, model, compile_kwargs)
+        self._blocks = [by_rv.get(c.rv) if c.index is None else None for c in plan.children]
+
+    @property
+    def sole_block(self):
+        """The collapsed block when it is this parameter's only child and the parameter
+        integrates out of it (:data:`_JOINT`), else None."""
+        if len(self._blocks) != 1 or self._blocks[0] is None:
+            return None
+        block = self._blocks[0]
+        if self.family not in _JOINT[block.plan.family]:
+            return None
+        if self.family == "beta" and not block.plan.bernoulli:
+            return None
+        return block
+
+    def prior(self, point):
+        """``(family, hyperparameters)`` at ``point`` (checked as the update checks them)."""
+        compiled = self._fn(point) if self._fn is not None else None
+        hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
+        self.pair.check_hyper(hyper, self.labels)
+        return self.family, hyper
+
+    def _block_stats(self, child, block, point, compiled):
+        link, _, orders, _, eqs, what = child
+        extras = tuple(e.get(point, compiled) for e in eqs)
+        cells = Cells(_expanded_shape(self.shape, orders), self.shape)
+        dtype = block.plan.value.dtype
+
+        def one(v):
+            return [
+                np.asarray(s, dtype=np.float64)
+                for s in link.stats(np.array([v], dtype=dtype), extras, cells, what)
+            ]
+
+        if block.plan.family == "categorical":
+            counts = block.counts()
+            acc = None
+            for v in np.flatnonzero(counts):
+                st = [s * float(counts[v]) for s in one(v)]
+                acc = st if acc is None else [a + s for a, s in zip(acc, st, strict=True)]
+            return acc
+        n, s = float(block.plan.n), block.total()
+        # the statistics are affine in one record's value: n records summing to s
+        return [n * a + s * (b - a) for a, b in zip(one(0), one(1), strict=True)]
+
+    def _totals(self, point, compiled):
+        acc = None
+        for child, block in zip(self.children, self._blocks, strict=True):
+            if block is None or block.alloc is None:
+                stats = self._child_stats(child, point, compiled)
+            else:
+                stats = self._block_stats(child, block, point, compiled)
+            acc = self.pair.combine(acc, stats)
+        return acc
+
+
+def collapsed_updater(rv, model, compile_kwargs, by_rv):
+    """The update of parameter ``rv``; children in ``by_rv`` (record variable -> block) are
+    read through their statistic, other children value by value."""
+    plan = simple_plan(rv, model)
+    if plan is None:
+        raise ValueError(
+            f"CollapsedRecords cannot update {rv.name!r}: it is neither collapsible records "
+            "nor a Beta / Gamma / Dirichlet / Normal-mean parameter with a conjugate structure"
+        )
+    return _CollapsedUpdater(plan, model, compile_kwargs, by_rv)
