@@ -61,7 +61,10 @@ import math
 
 import numba
 import numpy as np
-from scipy import special
+
+from pymc_dp._cache import lazy_module
+
+special = lazy_module("scipy.special")
 
 __all__ = [
     "BETA_BINOMIAL",
