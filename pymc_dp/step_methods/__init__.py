@@ -17,6 +17,7 @@ from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 from pymc_dp.step_methods.ffbs import FFBS
+from pymc_dp.step_methods.nuisance import nuisance_records  # noqa: F401  (registers the hook)
 
 __all__ = [
     "CONJUGATE_STEPS",
