@@ -62,7 +62,7 @@ def main(argv=None) -> None:
         rows.append((n, a, b))
         print(n, a, b, flush=True)
     lines = [
-        "# Plain `pm.sample()` against `pm.sample(var_names=[\"p\"])` (issue 14)",
+        '# Plain `pm.sample()` against `pm.sample(var_names=["p"])` (issue 14)',
         "",
         f"`python benchmarks/bench_plain_sample.py --sizes {args.sizes}`, "
         f"{time.strftime('%Y-%m-%d')}; README record model (Bernoulli records, Laplace "
