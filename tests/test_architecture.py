@@ -40,6 +40,7 @@ LAYERS = {
     "pymc_dp.releases": 5,
     "pymc_dp.examples": 5,
     "pymc_dp.jax": 5,
+    "pymc_dp.log_likelihood": 5,
     "pymc_dp": 5,
 }
 

@@ -1,0 +1,427 @@
+r"""Pointwise log-likelihood for model comparison on releases (issue 14).
+
+PyMC's log-likelihood of a :class:`~pymc_dp.distributions.release.Release` is
+``log eta(z | T(x))``: the noise density of the release given the statistic of the *imputed*
+records of each draw. That is a conditional quantity, not a predictive density of the release,
+and ``az.loo`` on it is meaningless. :func:`compute_log_likelihood` writes instead, per
+posterior draw, the density of the release given the parameters with the records integrated
+out,
+
+.. math::
+
+    \log p(z \mid \theta) = \log \sum_S f_N(S \mid \theta) \prod_k
+    \eta(z_k - C_k - M_k S),
+
+where the records are exchangeable and the statistic is affine in their sum or counts (the
+conditions of :func:`~pymc_dp.step_methods.collapse_plan.collapse_plan`, issue 12):
+
+==============================  ===============================================================
+records                         ``log p(z | theta)``
+==============================  ===============================================================
+Bernoulli(p), Categorical, k=2  ``S ~ Binomial(N, p)``, summed over the certified window of
+                                :func:`~pymc_dp.kernels.collapsed_stat.count_log_marginal`
+Poisson(mu)                     ``S ~ Poisson(N mu)``, likewise
+Normal(mu, sigma), Gaussian     ``z ~ N(C + b N mu, N sigma^2 b b' + diag(sd^2))`` (matrix
+noise                           determinant lemma and Sherman-Morrison)
+Normal(mu, sigma), Laplace      the normal-Laplace convolution: with ``Y = C + b S ~ N(m,
+noise (one component)           s^2)``, ``d = z - m``, ``lam = 1/scale``: ``log(lam/2) +
+                                lam^2 s^2/2 + logaddexp(-lam d + log Phi(d/s - lam s),
+                                lam d + log Phi(-d/s - lam s))``
+==============================  ===============================================================
+
+A Release is one observation (its components are jointly distributed): one value per draw.
+Several Releases (one per group) are several observations; :func:`stack_log_likelihood`
+puts them in one variable so that ``az.loo`` and ``az.compare`` see them as pointwise values.
+A Release whose density given the parameters has no closed form here (records with
+covariates, a clamped or weighted sum, several record variables, several releases of the same
+records, more than two categories) is refused with ``ValueError``: never a silent conditional
+value. Every other observed variable (``Privatized``, plain observations) goes through
+:func:`pymc.compute_log_likelihood`; when latent records are absent from the posterior (not
+stored) and the variable's log-density does not read them, its log-density is compiled on
+the value variables it reads only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import xarray as xr
+from pymc.backends.arviz import apply_function_over_dataset, coords_and_dims_for_inferencedata
+from pymc.model import modelcontext
+from pymc.model.transform.conditioning import remove_value_transforms
+from pytensor.graph.replace import vectorize_graph
+from pytensor.graph.traversal import ancestors, graph_inputs
+
+from pymc_dp._cache import lazy_module
+from pymc_dp.distributions.release import is_release, record_parents
+from pymc_dp.kernels.collapsed_stat import BINOMIAL, POISSON, count_log_marginal
+from pymc_dp.step_methods.collapse_plan import collapse_plan
+from pymc_dp.step_methods.da_spec import release_arrays
+
+special = lazy_module("scipy.special")
+
+__all__ = ["compute_log_likelihood", "stack_log_likelihood"]
+
+_INSTEAD = (
+    "Use pmdp.Privatized (the noise integrated out exactly) where each released number is one "
+    "true value plus its own noise, or compare the models by the release's held-out "
+    "predictive by other means. PyMC's value for a Release, log p(release | statistic of the "
+    "imputed records), is a conditional density that az.loo / az.compare cannot use."
+)
+
+
+# ---------------------------------------------------------------- which releases, and how
+
+
+def _refuse(name, why):
+    raise ValueError(
+        f"cannot compute the pointwise log-likelihood of Release {name!r}: its density given "
+        f"the parameters, with the records integrated out, has no closed form here ({why}). "
+        + _INSTEAD
+    )
+
+
+def _release_plan(model, rel):
+    """The collapse plan of Release ``rel``, None when its statistic reads no free variable
+    (then PyMC's value is already ``log p(z | theta)``), else ``ValueError``."""
+    free = set(model.free_RVs)
+    recs = [v for v in record_parents(rel.owner.inputs[0]) if v in free]
+    if not recs:
+        return None
+    names = [v.name for v in recs]
+    if len(recs) > 1:
+        _refuse(rel.name, f"the statistic reads several record variables {names}")
+    plan = collapse_plan(model, recs[0])
+    if plan is None:
+        _refuse(
+            rel.name,
+            f"the records {names[0]!r} are not exchangeable given the parameters or the "
+            "statistic is not an affine function of their sum or counts: records with "
+            "covariates, a clamped or weighted sum, records read by other variables, or a "
+            "noise the collapse does not take",
+        )
+    if len(plan.releases) > 1:
+        others = [r.name for r in plan.releases]
+        _refuse(
+            rel.name,
+            f"the releases {others} read the same records {names[0]!r}: they are jointly one "
+            "observation and their density does not factor per release",
+        )
+    if plan.family == "categorical" and plan.k > 2:
+        _refuse(
+            rel.name,
+            f"the records {names[0]!r} have {plan.k} categories; the exact sum over their "
+            "count vectors is implemented for two categories only",
+        )
+    return plan
+
+
+# ---------------------------------------------------------------- parameters per draw
+
+
+def _stacked(posterior, name, dtype):
+    """Draws of ``name`` as an array ``(chain * draw, *shape)``."""
+    if name not in posterior:
+        raise ValueError(
+            f"the posterior holds no draws of {name!r}, which the records' parameters read"
+        )
+    arr = np.asarray(posterior[name].transpose("chain", "draw", ...).values)
+    return arr.reshape((-1, *arr.shape[2:])).astype(dtype, copy=False)
+
+
+def _param_draws(plan, model, posterior):
+    """The records' parameters (RV space) at every draw: arrays ``(B, size)``."""
+    params = list(plan.rv.owner.op.dist_params(plan.rv.owner))
+    params = params[:2] if plan.family == "normal" else params[:1]
+    free = list(model.free_RVs)
+    inputs = [v for v in ancestors(params, blockers=free) if v in set(free)]
+    n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
+    if not inputs:
+        vals = pytensor.function([], params)()
+        return [np.broadcast_to(np.ravel(v), (n_draws, np.size(v))) for v in vals]
+    batched = {v: pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in inputs}
+    outs = vectorize_graph(params, replace=batched)
+    fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore")
+    vals = fn(*[_stacked(posterior, v.name, v.dtype) for v in inputs])
+    out = []
+    for v, p in zip(vals, params, strict=True):
+        v = np.asarray(v, dtype=np.float64)
+        if v.ndim == p.type.ndim:  # did not depend on the draws
+            v = np.broadcast_to(v, (n_draws, *v.shape))
+        out.append(v.reshape(n_draws, -1))
+    return out
+
+
+# ---------------------------------------------------------------- the exact marginals
+
+
+_BATCHED: dict = {}
+
+
+def _batched(logpdf):
+    """A compiled loop over draws of :func:`count_log_marginal` (cached per ``logpdf``)."""
+    try:
+        return _BATCHED[logpdf]
+    except KeyError:
+        pass
+    kernel = count_log_marginal(logpdf)
+
+    @numba.njit
+    def run(family, n, thetas, a, b, z, params):  # pragma: no cover - compiled
+        out = np.empty(thetas.shape[0])
+        for i in range(thetas.shape[0]):
+            out[i] = kernel(family, n, thetas[i], 0.0, a, b, z, params)
+        return out
+
+    _BATCHED[logpdf] = run
+    return run
+
+
+def _count_marginal(plan, theta, rel, affine):
+    """``log p(z | theta)`` per draw of Binomial (k = 2) or Poisson records."""
+    C, M = affine
+    if plan.family == "poisson":
+        family, t = POISSON, plan.n * theta[0][:, 0]
+        b = M[:, 0]
+    else:
+        p = theta[0]
+        t = p[:, 0] if p.shape[1] == 1 else p[:, 1] / (p[:, 0] + p[:, 1])
+        family, b = BINOMIAL, M[:, 1]
+    run = _batched(rel.logpdf)
+    args = [np.ascontiguousarray(v, dtype=np.float64) for v in (t, C, b, rel.z)]
+    return run(family, plan.n, *args, np.ascontiguousarray(rel.params))
+
+
+def _normal_gaussian(mean, var, b, r0, sd):
+    """``log N(z; C + b S, diag(sd^2))`` with ``S ~ N(mean, var)``: ``r0 = z - C``."""
+    d2 = sd * sd
+    r = r0[None, :] - mean[:, None] * b[None, :]
+    q = np.sum(b * b / d2)
+    u = r @ (b / d2)
+    logdet = np.sum(np.log(2.0 * math.pi * d2)) + np.log1p(var * q)
+    quad = np.sum(r * r / d2, axis=1) - var * u * u / (1.0 + var * q)
+    return -0.5 * (logdet + quad)
+
+
+def _normal_laplace(mean, var, b, r0, scale):
+    """The normal-Laplace convolution at ``z`` (one component, module docstring)."""
+    lam = 1.0 / scale
+    d = r0 - b * mean
+    s = abs(b) * np.sqrt(var)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = -lam * d + special.log_ndtr(d / s - lam * s)
+        right = lam * d + special.log_ndtr(-d / s - lam * s)
+        conv = math.log(lam / 2.0) + 0.5 * (lam * s) ** 2 + np.logaddexp(left, right)
+    flat = math.log(lam / 2.0) - lam * np.abs(d)
+    return np.where(s > 0.0, conv, flat)
+
+
+def _normal_marginal(plan, theta, rel, affine):
+    """``log p(z | mu, sigma)`` per draw of Normal records."""
+    C, M = affine
+    mean = plan.n * theta[0][:, 0]
+    var = plan.n * theta[1][:, 0] ** 2
+    b, r0 = M[:, 0], rel.z - C
+    mech = rel.mechs[0]
+    if mech.family == "laplace":
+        return _normal_laplace(mean, var, b[0], r0[0], float(mech.scale))
+    return _normal_gaussian(mean, var, b, r0, np.full(r0.shape, float(mech.sigma)))
+
+
+def _release_values(plan, model, posterior):
+    """``log p(z | theta)`` of the plan's one release at every draw, shape (chain, draw)."""
+    theta = _param_draws(plan, model, posterior)
+    rel = release_arrays(model, plan.releases)
+    affine = plan.affine()
+    if plan.family == "normal":
+        out = _normal_marginal(plan, theta, rel, affine)
+    else:
+        out = _count_marginal(plan, theta, rel, affine)
+    if np.any(np.isnan(out)):
+        bad = int(np.flatnonzero(np.isnan(out))[0])
+        raise ValueError(
+            f"Release {plan.releases[0].name!r}: invalid parameters of records "
+            f"{plan.rv.name!r} at draw {bad} (flattened over chains): "
+            f"{[t[bad].tolist() for t in theta]}"
+        )
+    return out.reshape(posterior.sizes["chain"], posterior.sizes["draw"])
+
+
+# ---------------------------------------------------------------- other observed variables
+
+
+def _other_values(idata, model, names, progressbar):
+    """PyMC's pointwise log-likelihood of ``names``, also when unread records are absent."""
+    posterior = idata["posterior"]
+    missing = {rv.name for rv in model.free_RVs if rv.name not in posterior}
+    if not missing:
+        return pm.compute_log_likelihood(
+            idata,
+            var_names=names,
+            model=model,
+            extend_inferencedata=False,
+            progressbar=progressbar,
+        )
+    umodel = remove_value_transforms(model)
+    outs = umodel.logp(vars=[umodel[n] for n in names], sum=False)
+    needed = []
+    for name, out in zip(names, outs, strict=True):
+        reads = [v for v in umodel.value_vars if v in set(graph_inputs([out]))]
+        absent = sorted(v.name for v in reads if v.name in missing)
+        if absent:
+            raise ValueError(
+                f"the log-density of {name!r} reads {absent}, which the posterior does not "
+                "hold (records not stored): sample again with them stored, or leave "
+                f"{name!r} out of var_names"
+            )
+        needed += [v for v in reads if v not in needed]
+    fn = umodel.compile_fn(inputs=needed, outs=outs, on_unused_input="ignore")
+    data = posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
+    data = data[[v.name for v in needed]].astype({v.name: v.dtype for v in needed})
+    coords, dims = coords_and_dims_for_inferencedata(umodel)
+    return apply_function_over_dataset(
+        fn, data, output_var_names=names, coords=coords, dims=dims, progressbar=progressbar
+    )
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def _targets(model, var_names):
+    observed = {rv.name: rv for rv in model.observed_RVs}
+    names = list(observed) if var_names is None else list(var_names)
+    unknown = [n for n in names if n not in observed]
+    if unknown:
+        raise ValueError(f"var_names must name observed variables of the model, got {unknown}")
+    return names, observed
+
+
+def compute_log_likelihood(
+    idata, *, model=None, var_names=None, extend_inferencedata=True, progressbar=False
+):
+    r"""Pointwise log-likelihood in which each ``Release`` has its records integrated out.
+
+    For an observed :class:`~pymc_dp.distributions.release.Release` whose records are
+    collapsible (module docstring) the value per draw is the exact ``log p(z | theta)``, one
+    value per Release (dims ``chain, draw``); other observed variables get PyMC's pointwise
+    value. Every Release is checked before anything is computed.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        With a ``posterior`` group holding the variables the log-densities read (latent
+        records that a variable's log-density does not read need not be stored).
+    model : pm.Model, optional
+        Default: the model in context.
+    var_names : sequence of str, optional
+        Observed variables; default all.
+    extend_inferencedata : bool, default True
+        Write the ``log_likelihood`` group into ``idata`` and return it; else return the
+        group as an ``xarray.Dataset``.
+    progressbar : bool, default False
+        Passed to PyMC for the non-Release variables.
+
+    Returns
+    -------
+    xarray.DataTree or xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        A Release whose density given the parameters has no closed form here (naming it, why,
+        and what to use instead); a variable whose log-density reads records absent from the
+        posterior; names that are not observed variables.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import xarray as xr
+    >>> import pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     p = pm.Beta("p", 2.0, 2.0)
+    ...     x = pm.Bernoulli("x", p, shape=20)
+    ...     _ = pmdp.Release("z", x.sum(), pmdp.Laplace(scale=2.0), observed=8.0)
+    >>> post = xr.Dataset({"p": (("chain", "draw"), [[0.3, 0.5]])})
+    >>> idata = xr.DataTree.from_dict({"posterior": post})
+    >>> ll = compute_log_likelihood(idata, model=m, extend_inferencedata=False)
+    >>> from scipy import stats
+    >>> s = np.arange(21)
+    >>> ref = np.log(np.sum(stats.binom.pmf(s, 20, 0.3) * np.exp(-np.abs(8 - s) / 2) / 4))
+    >>> bool(abs(float(ll["z"][0, 0]) - ref) < 1e-12)
+    True
+    """
+    model = modelcontext(model)
+    names, observed = _targets(model, var_names)
+    posterior = idata["posterior"]
+    posterior = posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
+    plans = {n: _release_plan(model, observed[n]) for n in names if is_release(observed[n])}
+    others = [n for n in names if plans.get(n) is None]
+    parts = []
+    if others:
+        ds = _other_values(idata, model, others, progressbar)
+        parts.append(ds.to_dataset() if hasattr(ds, "to_dataset") else ds)
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+    for name, plan in plans.items():
+        if plan is not None:
+            vals = _release_values(plan, model, posterior)
+            parts.append(xr.Dataset({name: (("chain", "draw"), vals)}, coords=coords))
+    result = xr.merge(parts, compat="override", join="outer") if parts else xr.Dataset()
+    result = result[names]
+    if extend_inferencedata:
+        idata["log_likelihood"] = result
+        return idata
+    return result
+
+
+def stack_log_likelihood(idata, var_names, *, name="releases", dim="release"):
+    """A copy of ``idata`` whose ``log_likelihood`` holds ``var_names`` as one variable.
+
+    ``az.loo`` and ``az.compare`` read one log-likelihood variable, whose entries beyond
+    ``chain, draw`` are the observations. Several Releases (one per group) are several
+    observations of one value each: this stacks them along ``dim`` (each variable's own
+    entries flattened), so that ``az.loo(stack_log_likelihood(idata, names))`` works.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        With a ``log_likelihood`` group (:func:`compute_log_likelihood`).
+    var_names : sequence of str
+        The variables to stack, in order.
+    name, dim : str
+        The stacked variable's name and its observation dimension (coordinates: for a
+        variable with one value per draw its name, else ``"var[i]"``).
+
+    Returns
+    -------
+    xarray.DataTree
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xarray as xr
+    >>> ll = xr.Dataset({k: (("chain", "draw"), np.zeros((1, 3))) for k in ("a", "b")})
+    >>> idata = xr.DataTree.from_dict({"log_likelihood": ll})
+    >>> out = stack_log_likelihood(idata, ["a", "b"])
+    >>> out["log_likelihood"]["releases"].dims, out["log_likelihood"]["release"].values.tolist()
+    (('chain', 'draw', 'release'), ['a', 'b'])
+    """
+    ll = idata["log_likelihood"]
+    ll = ll.to_dataset() if hasattr(ll, "to_dataset") else ll
+    cols, labels = [], []
+    for var in var_names:
+        arr = ll[var].transpose("chain", "draw", ...)
+        flat = np.asarray(arr.values).reshape(arr.shape[0], arr.shape[1], -1)
+        cols.append(flat)
+        k = flat.shape[2]
+        labels += [var] if k == 1 else [f"{var}[{i}]" for i in range(k)]
+    data = np.concatenate(cols, axis=2)
+    coords = {"chain": ll["chain"].values, "draw": ll["draw"].values, dim: labels}
+    out = idata.copy()
+    out["log_likelihood"] = xr.Dataset({name: (("chain", "draw", dim), data)}, coords=coords)
+    return out
