@@ -1,7 +1,8 @@
 """Pointwise log-likelihood of releases, records integrated out (issue 14): pymc_dp.log_likelihood.
 
 * Exact (no randomness): ``log p(z | theta)`` of a Release against independent references at a
-  few parameter values, to 1e-10: scipy enumeration (Bernoulli, Poisson), an explicit
+  few parameter values, to 1e-10: scipy enumeration (Bernoulli, two-category Categorical,
+  Poisson), an explicit
   multivariate normal (Normal records, Gaussian noise, two released components) and adaptive
   quadrature (Normal records, Laplace noise). Negative control: the same comparison rejects a
   reference with the noise scale x 1.05.
@@ -119,8 +120,17 @@ def _normal_laplace_model():
     return m, ("mu", [-0.5, 1.3, 2.0]), lambda v, s: _normal_laplace_ref(v, 1.5, 40, 52.0, 3.0 * s)
 
 
+def _categorical_model():
+    with pm.Model() as m:
+        q = pm.Beta("q", 2.0, 2.0)
+        x = pm.Categorical("x", pt.stack([1.0 - q, q]), shape=30)
+        pmdp.Release("z", 2 * x.sum() + 1, pmdp.Laplace(scale=2.0), observed=21.0)
+    return m, ("q", [0.1, 0.5, 0.83]), lambda v, s: _bernoulli_ref(v, 30, 21.0, 2.0 * s)
+
+
 CASES = {
     "bernoulli-laplace": _bernoulli_model,
+    "categorical2-laplace": _categorical_model,
     "poisson-laplace": _poisson_model,
     "normal-gaussian": _normal_gauss_model,
     "normal-laplace": _normal_laplace_model,
