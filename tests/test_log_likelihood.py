@@ -2,10 +2,9 @@
 
 * Exact (no randomness): ``log p(z | theta)`` of a Release against independent references at a
   few parameter values, to 1e-10: scipy enumeration (Bernoulli, two-category Categorical,
-  Poisson), an explicit
-  multivariate normal (Normal records, Gaussian noise, two released components) and adaptive
-  quadrature (Normal records, Laplace noise). Negative control: the same comparison rejects a
-  reference with the noise scale x 1.05.
+  Poisson), an explicit multivariate normal (Normal records, Gaussian noise, two released
+  components) and adaptive quadrature (Normal records, Laplace noise). Negative control: the
+  same comparison rejects a reference with the noise scale x 1.05.
 * Acceptance (issue 14): G = 4 groups of Bernoulli records with a shared ``p ~ Beta(2, 2)``,
   a Laplace release of each group's sum. Posterior draws are exact (inverse CDF of the grid
   posterior of ``p``, then each group's sum given ``p`` and its release by enumeration, records
