@@ -15,8 +15,12 @@ collapsed steps claim). Everything else is unchanged: the records are still free
 sampled by their steps; PyMC's convergence checks see only what is stored.
 
 Asking for the records is PyMC's own way: ``pm.sample(var_names=["p", "x"])`` stores them (and
-PyMC then checks them as it checks anything named). Without them, ``pm.sample_posterior_predictive``
-draws fresh records given the parameters (the predictive of a release of new records).
+PyMC then checks them as it checks anything named), in the smallest integer dtype that holds
+their support (``int8`` for Bernoulli records and categorical records of up to 127 categories,
+instead of PyMC's ``int64``): ``pm.sample`` looks the named variables up in
+``model.unobserved_RVs``, where such a model lists ``x`` as ``cast(x, "int8")`` under the same
+name. Without them, ``pm.sample_posterior_predictive`` draws fresh records given the parameters
+(the predictive of a release of new records).
 
 Examples
 --------
@@ -35,12 +39,15 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
+from pytensor.tensor.random.basic import BernoulliRV, CategoricalRV
 
 from pymc_dp.distributions.release import on_release_registered
 from pymc_dp.step_methods.claims import observed_releases, release_records
 
-__all__ = ["nuisance_records"]
+__all__ = ["ReleaseModel", "nuisance_records", "storage_dtype"]
 
 
 def nuisance_records(model) -> set:
@@ -50,8 +57,38 @@ def nuisance_records(model) -> set:
     return {rv.name for rv in release_records(model)}
 
 
+def storage_dtype(rv) -> str:
+    """The smallest integer dtype holding the support of record variable ``rv`` (its own dtype
+    when that is not known to be smaller: continuous records, Poisson counts)."""
+    op = getattr(rv.owner, "op", None)
+    if isinstance(op, BernoulliRV):
+        return "int8"
+    if isinstance(op, CategoricalRV):
+        k = op.dist_params(rv.owner)[0].type.shape[-1]
+        if k is not None:
+            for dt in ("int8", "int16", "int32"):
+                if k - 1 <= np.iinfo(dt).max:
+                    return dt
+    return rv.dtype
+
+
 class _NuisanceRecords:
-    """Mixin: ``unobserved_value_vars`` without the latent records of observed Releases."""
+    """Mixin: ``unobserved_value_vars`` without the latent records of observed Releases, and
+    the records in ``unobserved_RVs`` in their smallest dtype."""
+
+    @property
+    def unobserved_RVs(self):
+        listed = super().unobserved_RVs
+        hidden = nuisance_records(self)
+        out = []
+        for v in listed:
+            dt = storage_dtype(v) if v.name in hidden else v.dtype
+            if dt != v.dtype:
+                small = pt.cast(v, dt)
+                small.name = v.name
+                v = small
+            out.append(v)
+        return out
 
     @property
     def unobserved_value_vars(self):

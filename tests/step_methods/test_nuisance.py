@@ -82,6 +82,17 @@ def test_records_with_covariates_are_not_stored_unless_named(caplog):
         m, caplog, draws=50, tune=20, var_names=["b", "x"], compute_convergence_checks=False
     )
     assert idata.posterior["x"].shape == (2, 50, 300)
+    assert idata.posterior["x"].dtype == np.int8  # the smallest dtype of Bernoulli records
+    assert set(np.unique(idata.posterior["x"].values)) <= {0, 1}
+
+
+def test_storage_dtypes():
+    from pymc_dp.step_methods.nuisance import storage_dtype
+
+    assert storage_dtype(pm.Bernoulli.dist(0.5, shape=3)) == "int8"
+    assert storage_dtype(pm.Categorical.dist(np.ones(200) / 200, shape=3)) == "int16"
+    assert storage_dtype(pm.Poisson.dist(2.0, shape=3)) == "int64"  # unbounded support
+    assert storage_dtype(pm.Normal.dist(shape=3)) == "float64"
 
 
 def test_posterior_predictive_draws_fresh_records():
