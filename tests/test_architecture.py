@@ -9,8 +9,9 @@ imports inside functions count):
 3. ``pymc_dp.distributions``: PyMC distributions and graph nodes;
 4. ``pymc_dp.step_methods``: PyMC step methods;
 5. ``pymc_dp.privacy``, ``pymc_dp.demo``, ``pymc_dp.releases`` (the release side),
-   ``pymc_dp.examples``, ``pymc_dp.jax`` (JAX implementations of the Ops), ``pymc_dp`` itself:
-   reports and entry points.
+   ``pymc_dp.examples``, ``pymc_dp.jax`` (JAX implementations of the Ops),
+   ``pymc_dp.log_likelihood`` (pointwise log-likelihood for model comparison), ``pymc_dp``
+   itself: reports and entry points.
 
 Step-method adapters (the PyMC classes) stay thin: no function over 60 lines there (the
 def line and the body, docstrings not counted).
