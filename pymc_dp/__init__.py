@@ -34,6 +34,7 @@ from pymc_dp.distributions.markov_chain import MarkovChain
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.distributions.release import Release
 from pymc_dp.distributions.skellam import Skellam
+from pymc_dp.log_likelihood import compute_log_likelihood, stack_log_likelihood
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
 from pymc_dp.mechanisms.gaussian import Gaussian
@@ -84,11 +85,13 @@ __all__ = [
     "__version__",
     "attach_privacy",
     "compose",
+    "compute_log_likelihood",
     "privacy_report",
     "register_marginal",
     "register_step_methods",
     "registered_marginals",
     "release_sufficient_statistics",
+    "stack_log_likelihood",
     "sufficient_statistic_sensitivity",
     "zcdp_to_approx_dp",
 ]

@@ -276,7 +276,7 @@ def _table_slot(exact, base, di, d_int, e):  # pragma: no cover - compiled
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compiled
     """:func:`da_sweep_cached` for one component (``m = 1``), thresholds memoised for
     integer statistics. ``noise = (z, p0)``, ``recs = (t_prop, t_cur, extra)``,
@@ -331,7 +331,7 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
     return n_rej, min_prob, sum_prob
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _vector_log_ratio(state, noise, recs, i, shared, logpdf):  # pragma: no cover - compiled
     """Log ratio of record ``i`` (``lp_new`` filled for the components it changes).
     ``state = (stat, lp_cur, lp_new)``, ``noise = (z, params)``."""
@@ -347,7 +347,7 @@ def _vector_log_ratio(state, noise, recs, i, shared, logpdf):  # pragma: no cove
     return log_ratio
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _sweep_vector(stat, noise, recs, sel, logpdf, shared):  # pragma: no cover - compiled
     """:func:`da_sweep_cached` for any number of components. ``noise = (z, params)``."""
     z, params = noise
@@ -379,7 +379,7 @@ def _sweep_vector(stat, noise, recs, sel, logpdf, shared):  # pragma: no cover -
     return n_rej, min_prob, sum_prob
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _sweep(stat, noise, recs, sel, logpdf, shared):  # pragma: no cover - compiled
     """The sweep on the scalar or the vector path; returns the four outputs of
     :func:`da_sweep_cached`."""
@@ -396,7 +396,7 @@ def _sweep(stat, noise, recs, sel, logpdf, shared):  # pragma: no cover - compil
     return n - n_rej, min_prob, sum_prob / max(n, 1), n_rej
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def da_sweep_cached(
     stat, z, t_prop, t_cur, extra, idx, count, u, logpdf, params, shared, rejected
 ):  # pragma: no cover - compiled

@@ -114,7 +114,7 @@ class NoiseRows(NamedTuple):
     params: np.ndarray
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _log_eta(stat, noise, logpdf, lp):  # pragma: no cover - compiled
     """``log eta(z | stat)``, the sum over components; ``lp[k]`` gets component ``k``'s term."""
     z, params = noise
@@ -125,7 +125,7 @@ def _log_eta(stat, noise, logpdf, lp):  # pragma: no cover - compiled
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _log_weights(state, t_off, noise, logpdf, buf):  # pragma: no cover - compiled
     """Step 2: ``log w_j`` for every position ``j`` into ``buf[0]``; returns its maximum.
 
@@ -179,7 +179,7 @@ def _pick(logw, top, u, w):  # pragma: no cover - compiled
     return last, total
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _attempt(state, t_off, noise, logpdf, u2, buf):  # pragma: no cover - compiled
     """One attempt with the offer's row ``t_off``; returns ``(position or -1, probability)``.
 
@@ -207,7 +207,7 @@ def _attempt(state, t_off, noise, logpdf, u2, buf):  # pragma: no cover - compil
     return j, prob
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def soma_sweep_kernel(state, t_offer, noise, logpdf, u, replaced):  # pragma: no cover - compiled
     """Sequential SOMA attempts, one per offer (Xiong & Ju 2025, Algorithm 1).
 
@@ -383,7 +383,7 @@ def _move(gs, j, b):  # pragma: no cover - compiled
     gs.gid[j] = b
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _group_weights(gs, g_off, noise, logpdf, buf):  # pragma: no cover - compiled
     """``log w_g`` of every group with positions (-inf for empty groups), its maximum."""
     z, params = noise
@@ -424,7 +424,7 @@ def _pick_group(gs, logw, top, u, w):  # pragma: no cover - compiled
     return last, total
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _group_attempt(gs, g_off, noise, logpdf, u3, buf):  # pragma: no cover - compiled
     """One attempt of the grouped kernel: ``(position or -1, probability)``."""
     logw, w, lw_cur = buf[0], buf[1], buf[2]
@@ -448,7 +448,7 @@ def _group_attempt(gs, g_off, noise, logpdf, u3, buf):  # pragma: no cover - com
     return j, prob
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def soma_sweep_grouped_kernel(gs, gid_offer, noise, logpdf, u, replaced):  # pragma: no cover
     """:func:`soma_sweep_kernel` over groups of equal rows: the same law, O(K m) per attempt.
 

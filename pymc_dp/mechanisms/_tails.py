@@ -230,7 +230,7 @@ def dg_logsf(x, params):  # pragma: no cover - compiled
     return dg_logcdf(-np.float64(x), params)
 
 
-@numba.njit(cache=True)
+@numba.njit  # takes a function: numba cannot cache it on disk (a per-process key)
 def _apply(f, x, params, sign):  # pragma: no cover - compiled
     out = np.empty(x.size)
     for i in range(x.size):

@@ -104,7 +104,7 @@ class CollapsedRecords(BlockedStep):
     ...                      observed=np.array([300, 200, 100]))
     ...     step = CollapsedRecords([x, w], rng=2)
     >>> point, _ = step.step(model.initial_point())
-    >>> np.bincount(point["x"], minlength=3).sum()
+    >>> int(np.bincount(point["x"], minlength=3).sum())
     600
     """
 

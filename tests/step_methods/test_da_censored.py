@@ -57,7 +57,7 @@ def _sample(model, draws=2500, **kw):
             random_seed=SEED,
             progressbar=False,
             compute_convergence_checks=False,
-            **kw,
+            **{"var_names": [v.name for v in model.free_RVs], **kw},  # records too
         )
 
 

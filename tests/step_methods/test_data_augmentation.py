@@ -63,7 +63,7 @@ def _sample(model, draws=2000, tune=500, seed=SEED, **kw):
             random_seed=seed,
             progressbar=False,
             compute_convergence_checks=False,
-            **kw,
+            **{"var_names": [v.name for v in model.free_RVs], **kw},  # records too
         )
 
 
@@ -535,7 +535,7 @@ def test_same_seed_same_draws_and_spawn(bernoulli_run):
     with model:
         c = pm.sample(
             50, tune=20, chains=2, cores=2, mp_ctx="spawn", random_seed=11, progressbar=True,
-            compute_convergence_checks=False,
+            compute_convergence_checks=False, var_names=["p", "x"],
         )  # fmt: skip
     np.testing.assert_array_equal(a.posterior["x"].values, c.posterior["x"].values)
     np.testing.assert_array_equal(a.posterior["p"].values, c.posterior["p"].values)

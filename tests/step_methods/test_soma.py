@@ -348,7 +348,7 @@ def test_pm_sample_method_soma_exact_posterior():
         step = [DataAugmentation([x], method="soma"), ConjugateGibbs([p])]
         idata = pm.sample(
             3000, tune=300, chains=2, cores=1, step=step, random_seed=SEED,
-            progressbar=False, compute_convergence_checks=False,
+            progressbar=False, compute_convergence_checks=False, var_names=["p", "x"],
         )  # fmt: skip
     s = np.arange(N_B + 1)
     w = np.exp(-np.abs(Z_B - s) * EPS_B)
