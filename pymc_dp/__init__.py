@@ -34,7 +34,11 @@ from pymc_dp.distributions.markov_chain import MarkovChain
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.distributions.release import Release
 from pymc_dp.distributions.skellam import Skellam
-from pymc_dp.log_likelihood import compute_log_likelihood, stack_log_likelihood
+from pymc_dp.log_likelihood import (
+    compute_log_likelihood,
+    install_pymc_hook,
+    stack_log_likelihood,
+)
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
 from pymc_dp.mechanisms.gaussian import Gaussian
@@ -101,3 +105,5 @@ register_step_methods()
 # JAX implementations of pymc_dp's Ops, registered when PyTensor's JAX backend is first imported
 # (pm.sample(nuts_sampler="numpyro" / "blackjax"), mode="JAX"); this import does not import jax
 from pymc_dp import jax as _jax_backend  # noqa: E402, F401
+
+install_pymc_hook()

@@ -44,6 +44,7 @@ the value variables it reads only.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -425,3 +426,60 @@ def stack_log_likelihood(idata, var_names, *, name="releases", dim="release"):
     out = idata.copy()
     out["log_likelihood"] = xr.Dataset({name: (("chain", "draw", dim), data)}, coords=coords)
     return out
+
+
+# ---------------------------------------------------------------- PyMC's own entry points
+
+_PYMC_COMPUTE_LOG_DENSITY = None
+
+
+def _release_names(model, var_names) -> list:
+    names = [rv.name for rv in model.observed_RVs] if var_names is None else list(var_names)
+    return [n for n in names if n in model.named_vars and is_release(model[n])]
+
+
+def _pymc_log_density(idata, *, var_names=None, model=None, kind="likelihood", **kwargs):
+    """PyMC's ``compute_log_density`` with Releases given their exact log-likelihood.
+
+    ``pm.compute_log_likelihood`` and ``pm.sample(idata_kwargs={"log_likelihood": True})`` both
+    end here. For a model holding observed Releases, the Releases' values are
+    :func:`compute_log_likelihood`'s (records integrated out) instead of the density of the
+    release given the imputed records; a Release without a closed form is left out with a
+    ``UserWarning`` saying why, so that a finished run is never lost to it. Everything else is
+    PyMC's own computation.
+    """
+    original = _PYMC_COMPUTE_LOG_DENSITY
+    m = modelcontext(model)
+    releases = _release_names(m, var_names) if kind == "likelihood" else []
+    if not releases or tuple(kwargs.get("sample_dims", ("chain", "draw"))) != ("chain", "draw"):
+        return original(idata, var_names=var_names, model=model, kind=kind, **kwargs)
+    names = [rv.name for rv in m.observed_RVs] if var_names is None else list(var_names)
+    kept = []
+    for n in names:
+        if n in releases:
+            try:
+                _release_plan(m, m[n])
+            except ValueError as err:
+                warnings.warn(f"log_likelihood of {n!r} left out: {err}", UserWarning, stacklevel=3)
+                continue
+        kept.append(n)
+    extend = kwargs.get("extend_inferencedata", True)
+    if not kept:
+        return idata if extend else xr.Dataset()
+    return compute_log_likelihood(idata, model=m, var_names=kept, extend_inferencedata=extend)
+
+
+def install_pymc_hook() -> None:
+    """Route PyMC's pointwise log-likelihood of Releases through :func:`compute_log_likelihood`
+    (idempotent; ``import pymc_dp`` calls it). PyMC has no registry for this, so the module
+    function ``pymc.stats.log_density.compute_log_density``, through which both
+    ``pm.compute_log_likelihood`` and ``idata_kwargs={"log_likelihood": True}`` pass, is wrapped;
+    models without an observed Release are computed by PyMC's function unchanged."""
+    global _PYMC_COMPUTE_LOG_DENSITY
+    from pymc.stats import log_density
+
+    if getattr(log_density.compute_log_density, "_pymc_dp_hook", False):
+        return
+    _PYMC_COMPUTE_LOG_DENSITY = log_density.compute_log_density
+    _pymc_log_density._pymc_dp_hook = True
+    log_density.compute_log_density = _pymc_log_density
