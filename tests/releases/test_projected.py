@@ -146,7 +146,7 @@ def test_noise_aware_posterior_of_projected_release_exact():
     with rel.model():
         idata = pm.sample(
             2500, tune=500, chains=2, cores=1, random_seed=11, progressbar=False,
-            compute_convergence_checks=False,
+            compute_convergence_checks=False, var_names=["p", "x"],
         )  # fmt: skip
     s_draws = idata.posterior["x"].values.sum(-1)
     p_draws = idata.posterior["p"].values

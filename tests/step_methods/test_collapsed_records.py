@@ -83,10 +83,10 @@ def _bernoulli_reference(n, z, scale, grid):
     return exact, naive
 
 
-@pytest.mark.parametrize(("n", "z", "eps"), [(100, 31.0, 0.1), (10**6, 300_400.0, 0.0015)])
+@pytest.mark.parametrize(("n", "z", "eps"), [(100, 31.0, 0.1), (10**6, 300_400.0, 0.003)])
 def test_bernoulli_exact(n, z, eps):
-    """At N = 1e6 the noise (sd 940) is twice the Binomial's (460): wide enough for the
-    noise-ignoring control to be rejected."""
+    """At N = 1e6 the noise (sd 470) is as wide as the Binomial's (460): the exact posterior
+    is 1.4 times wider than the noise-ignoring one, which the same check rejects."""
     m = _bernoulli_model(n, z, eps)
     assert _assigned(m) == {"CollapsedRecords": ["p", "x"]}
     draws = _sample(m, "p", draws=1000)
