@@ -22,13 +22,18 @@ from pathlib import Path
 CHILD = r"""
 import json, resource, sys, time, warnings
 import numpy as np, pymc as pm, pymc_dp as pmdp
-n, plain = int(sys.argv[1]), sys.argv[2] == "plain"
+n, plain, kind = int(sys.argv[1]), sys.argv[2] == "plain", sys.argv[3]
 rng = np.random.default_rng(1)
 mech = pmdp.Laplace(epsilon=0.5, sensitivity=1.0)
 z = float(mech.release(float(rng.binomial(n, 0.3)), rng=rng))
 with pm.Model() as model:
-    p = pm.Beta("p", 1.0, 1.0)
-    x = pm.Bernoulli("x", p=p, shape=n)
+    if kind == "readme":
+        p = pm.Beta("p", 1.0, 1.0)
+        x = pm.Bernoulli("x", p=p, shape=n)
+    else:  # records with a public covariate: not collapsible (DataAugmentation, NUTS on b)
+        cov = np.linspace(-1.0, 1.0, n)
+        p = pm.Normal("p", 0.0, 1.0)
+        x = pm.Bernoulli("x", p=pm.math.invlogit(p * cov - 0.8), shape=n)
     pmdp.Release("z", statistic=x.sum(), mechanism=mech, observed=z)
 kw = {} if plain else {"var_names": ["p"]}
 with model, warnings.catch_warnings():
@@ -42,9 +47,12 @@ print(json.dumps({"wall": wall, "rss": rss, "vars": sorted(idata.posterior.data_
 """
 
 
-def run(n: int, mode: str) -> dict:
+def run(n: int, mode: str, kind: str = "readme") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(n), mode], capture_output=True, text=True, check=True
+        [sys.executable, "-c", CHILD, str(n), mode, kind],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -53,20 +61,33 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1e4,1e5,1e6")
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--kind",
+        default="readme",
+        choices=["readme", "covariates"],
+        help="the README model (collapsed) or records with a public covariate (DA + NUTS)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
-    run(1000, "plain")  # warm the compile caches once
+    run(1000, "plain", args.kind)  # warm the compile caches once
     rows = []
     for n in sizes:
-        a, b = run(n, "plain"), run(n, "params")
+        a, b = run(n, "plain", args.kind), run(n, "params", args.kind)
         rows.append((n, a, b))
         print(n, a, b, flush=True)
     lines = [
         '# Plain `pm.sample()` against `pm.sample(var_names=["p"])` (issue 14)',
         "",
-        f"`python benchmarks/bench_plain_sample.py --sizes {args.sizes}`, "
-        f"{time.strftime('%Y-%m-%d')}; README record model (Bernoulli records, Laplace "
-        "epsilon 0.5 release of their sum), 2 chains x 1000 draws + 1000 tuning, cores=1, one "
+        f"`python benchmarks/bench_plain_sample.py --sizes {args.sizes} "
+        f"--kind {args.kind}`, {time.strftime('%Y-%m-%d')}; "
+        + (
+            "README record model (Bernoulli records, Laplace epsilon 0.5 release of their sum: "
+            "CollapsedRecords)"
+            if args.kind == "readme"
+            else "Bernoulli records with a public covariate, p(x_i) = invlogit(p c_i - 0.8), "
+            "Laplace epsilon 0.5 release of their sum (DataAugmentation + NUTS)"
+        )
+        + ", 2 chains x 1000 draws + 1000 tuning, cores=1, one "
         "fresh process per call (peak RSS of that process), compile caches warm.",
         "",
         "| records | plain: time (s) | plain: peak (GB) | var_names: time (s) | var_names: peak "
