@@ -26,10 +26,11 @@ Conditions (all checked; any failure means "not collapsible", and the records ar
   vector), a Normal ``sigma`` that depends on no free variable;
 * no free variable, ``pm.Potential`` or observed variable other than a ``Release`` reads them
   (Deterministics may: the records stay a valid draw, see the step);
-* every Release reading them reads no other random variable, and its statistic is
-  ``C + M c`` (categorical records) or ``a + b S`` (Poisson, Normal) **exactly**: checked at
-  records that differ in one place and at random records (a weighted sum, a clamped Poisson sum,
-  a maximum all fail and fall back);
+* every Release reading them reads only such record variables (several of them are the cells of
+  a table: each cell is drawn given the others), and its statistic is ``C + sum_j M_j c_j``
+  over the cells' counts (categorical records) or sums (Poisson, Normal) **exactly**: checked
+  at records that differ in one place and at random records (a weighted sum, a clamped Poisson
+  sum, a maximum all fail and fall back);
 * the releases share one noise family (one numba log-density); Normal records need an
   uncensored Gaussian release, or a single uncensored Laplace component.
 
@@ -102,7 +103,13 @@ class CollapsePlan:
     releases : list
         The observed Release variables that read the records.
     stat_fn : callable
-        ``stat_fn(x) -> T`` (flattened float64 statistic of every release, in order).
+        ``stat_fn(*xs) -> T`` (flattened float64 statistic of every release, in order), one
+        argument per member of :attr:`members`.
+    members : tuple of CollapsePlan
+        The record variables that share these releases (the cells of a table), as plans
+        without releases of their own, in model order; empty: the records alone.
+    index : int
+        The position of these records among :attr:`members`.
     """
 
     rv: object
@@ -114,46 +121,64 @@ class CollapsePlan:
     releases: list
     stat_fn: object
     bernoulli: bool = False
+    members: tuple = ()
+    index: int = 0
 
     @property
     def name(self) -> str:
         """The records' value-variable name."""
         return self.value.name
 
-    def _t(self, x) -> np.ndarray:
-        return np.asarray(self.stat_fn(x), dtype=np.float64).ravel()
+    def _group(self) -> tuple:
+        return self.members or (self,)
+
+    def _t_all(self, xs) -> np.ndarray:
+        return np.asarray(self.stat_fn(*xs), dtype=np.float64).ravel()
 
     def _zeros(self):
         return np.zeros(self.n, dtype=self.value.dtype)
 
-    def affine(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(C, M)`` with ``T = C + M @ c`` (categorical: ``c`` the counts, ``M[:, 0] = 0``)
-        or ``T = C + M[:, 0] * S`` (Poisson, Normal: ``M`` of one column, ``S`` the sum), from
-        records differing in record 0; :meth:`verify` checks it at random records."""
-        base = self._zeros()
-        C = self._t(base)
-        if self.family == "categorical":
-            cols = [np.zeros_like(C)]
-            for v in range(1, self.k):
-                x = base.copy()
-                x[0] = v
-                cols.append(self._t(x) - C)
+    def affine_of(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(C, M_j)``: ``T = C + sum_j M_j @ c_j`` over the members (categorical ``c_j`` the
+        counts with ``M_j[:, 0] = 0``; Poisson, Normal ``c_j = [sum]``), from member ``j``'s
+        record 0 made to differ with every member at zero; :meth:`verify` checks the sum."""
+        base = [m._zeros() for m in self._group()]
+        C = self._t_all(base)
+        member = self._group()[j]
+
+        def changed(v):
+            xs = list(base)
+            xs[j] = base[j].copy()
+            xs[j][0] = v
+            return self._t_all(xs) - C
+
+        if member.family == "categorical":
+            cols = [np.zeros_like(C)] + [changed(v) for v in range(1, member.k)]
             return C, np.stack(cols, axis=1)
-        x = base.copy()
-        x[0] = 1
-        return C, (self._t(x) - C)[:, None]
+        return C, changed(1)[:, None]
+
+    def affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(C, M)`` of these records (:meth:`affine_of` at :attr:`index`)."""
+        return self.affine_of(self.index)
 
     def verify(self, rng) -> bool:
-        """Whether ``T`` equals the affine map of :meth:`affine` at records made to differ and
-        at random records (three draws; an exact identity in exact arithmetic, checked to
-        ``1e-9`` relative)."""
-        C, M = self.affine()
-        tries = [self._single_changes()]
+        """Whether ``T`` equals the affine map of :meth:`affine_of` at records made to differ
+        (each member in turn) and at random records of all members (three draws; an exact
+        identity in exact arithmetic, checked to ``1e-9`` relative)."""
+        group = self._group()
+        maps = [self.affine_of(j) for j in range(len(group))]
+        C = maps[0][0]
+        base = [m._zeros() for m in group]
+        tries = []
+        for j, m in enumerate(group):
+            xs = list(base)
+            xs[j] = m._single_changes()
+            tries.append(xs)
         for _ in range(3):
-            tries.append(self._random_records(rng))
-        for x in tries:
-            t = self._t(x)
-            pred = C + M @ self.counts(x)
+            tries.append([m._random_records(rng) for m in group])
+        for xs in tries:
+            t = self._t_all(xs)
+            pred = C + sum(M @ m.counts(x) for (_, M), m, x in zip(maps, group, xs, strict=True))
             scale = 1.0 + np.abs(t).max(initial=0.0) + np.abs(pred).max(initial=0.0)
             if not np.all(np.abs(t - pred) <= _RTOL * scale):
                 return False
@@ -226,26 +251,23 @@ def _structural(model, rv) -> tuple | None:
     readers = _readers(model, rv)
     if not readers or not all(r in model.observed_RVs and is_release(r) for r in readers):
         return None
-    for r in readers:
-        if record_parents(r.owner.inputs[0]) != [rv]:
-            return None
     return family, params, readers
 
 
-def _stat_fn(model, rv, releases):
-    """Compiled ``x -> T`` (float64, flattened, all releases), or None when a statistic reads
-    another value variable."""
+def _stat_fn(model, rvs, releases):
+    """Compiled ``(*xs) -> T`` (float64, flattened, all releases; one argument per record
+    variable of ``rvs``), or None when a statistic reads another value variable."""
     cache = _STAT_FNS.setdefault(model, {})
-    key = (rv, tuple(releases))
+    key = (tuple(rvs), tuple(releases))
     if key in cache:
         return cache[key]
-    value = model.rvs_to_values[rv]
+    values = [model.rvs_to_values[rv] for rv in rvs]
     stats = model.replace_rvs_by_values([r.owner.inputs[0] for r in releases])
     flat = pt.concatenate([pt.cast(s, "float64").ravel() for s in stats])
-    others = set(model.value_vars) - {value}
+    others = set(model.value_vars) - set(values)
     fn = None
     if not others & set(graph_inputs([flat])):
-        fn = pytensor.function([value], flat, mode=_mode(), on_unused_input="ignore")
+        fn = pytensor.function(values, flat, mode=_mode(), on_unused_input="ignore")
     cache[key] = fn
     return fn
 
@@ -289,15 +311,45 @@ def collapse_plan(model, rv, rng=None) -> CollapsePlan | None:
         For the random records of the affine check (default: a fixed-seed generator, so that
         step assignment is reproducible; the check is an identity, not a statistical test).
     """
+    group = _group(model, rv)
+    if group is None:
+        return None
+    members, releases = group
+    if not all(_noise_ok(model, m.family, releases) for m in members):
+        return None
+    fn = _stat_fn(model, [m.rv for m in members], releases)
+    if fn is None:
+        return None
+    index = [m.rv for m in members].index(rv)
+    me = members[index]
+    plan = CollapsePlan(
+        rv=rv,
+        value=me.value,
+        family=me.family,
+        n=me.n,
+        k=me.k,
+        params=me.params,
+        releases=releases,
+        stat_fn=fn,
+        bernoulli=me.bernoulli,
+        members=tuple(members) if len(members) > 1 else (),
+        index=index if len(members) > 1 else 0,
+    )
+    rng = np.random.default_rng(20261126) if rng is None else rng
+    if not plan.verify(rng):
+        return None
+    return plan
+
+
+def _member(model, rv) -> CollapsePlan | None:
+    """``rv`` as a member of a collapsible group (its releases and statistic not yet
+    attached), or None when its own conditions fail."""
     found = _structural(model, rv)
     if found is None:
         return None
-    family, params, releases = found
-    if not _noise_ok(model, family, releases):
-        return None
+    family, params, readers = found
     n = _n_records(model, rv)
-    fn = _stat_fn(model, rv, releases)
-    if n is None or n < 1 or fn is None:
+    if n is None or n < 1:
         return None
     if family == "bernoulli":
         k = 2
@@ -307,21 +359,44 @@ def collapse_plan(model, rv, rng=None) -> CollapsePlan | None:
             k = int(pytensor.function([], params[0].shape[-1], mode=_mode())())
     else:
         k = 0
-    plan = CollapsePlan(
+    return CollapsePlan(
         rv=rv,
         value=model.rvs_to_values[rv],
         family="categorical" if family == "bernoulli" else family,
         n=n,
         k=int(k),
         params=model.replace_rvs_by_values(params),
-        releases=releases,
-        stat_fn=fn,
+        releases=readers,
+        stat_fn=None,
         bernoulli=family == "bernoulli",
     )
-    rng = np.random.default_rng(20261126) if rng is None else rng
-    if not plan.verify(rng):
+
+
+def _group(model, rv):
+    """``(members, releases)``: the record variables linked to ``rv`` through shared
+    releases (each collapsible on its own) and all their releases, in model order; None when a
+    linked variable is not collapsible."""
+    members, releases, todo = {}, [], [rv]
+    while todo:
+        v = todo.pop()
+        if v in members:
+            continue
+        m = _member(model, v)
+        if m is None:
+            return None
+        members[v] = m
+        for r in m.releases:
+            if r not in releases:
+                releases.append(r)
+                todo.extend(record_parents(r.owner.inputs[0]))
+    order = {v: i for i, v in enumerate(model.free_RVs)}
+    if any(v not in order for v in members):
         return None
-    return plan
+    obs = {r: i for i, r in enumerate(model.observed_RVs)}
+    return (
+        sorted(members.values(), key=lambda m: order[m.rv]),
+        sorted(releases, key=lambda r: obs[r]),
+    )
 
 
 def claimable_records(var) -> CollapsePlan | None:

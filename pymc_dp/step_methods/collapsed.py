@@ -140,6 +140,8 @@ class CollapsedRecords(BlockedStep):
             else:
                 params.append(rv)
         by_rv = {b.plan.rv: b for b in self._blocks}
+        for b in self._blocks:
+            b.link(by_rv)
         self._updaters = [collapsed_updater(rv, model, ck, by_rv) for rv in params]
         # blocks whose only conjugate parameter integrates out: joint draws
         joint = {id(u.sole_block): u for u in self._updaters if u.sole_block is not None}
@@ -158,6 +160,9 @@ class CollapsedRecords(BlockedStep):
         parameters given the statistics; the incoming point's arrays are not written to."""
         new_point = dict(point)
         width = 0
+        args = [new_point[name] for name in self._input_names]
+        for b in self._blocks:
+            b.prepare(args, new_point[b.plan.name])
         for b, joint in zip(self._blocks, self._joint, strict=True):
             args = [new_point[name] for name in self._input_names]
             prior = None if joint is None else joint.prior(new_point)

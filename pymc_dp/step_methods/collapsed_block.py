@@ -89,7 +89,13 @@ class CollapsedBlock:
     def __init__(self, plan, model, input_names, ck, refresh):
         self.plan = plan
         rel = release_arrays(model, plan.releases)
-        self.C, self.M = plan.affine()
+        self.C_own, self.M = plan.affine()
+        self.C = self.C_own  # plus the other cells' share, set before each draw
+        # cells of a table: other record variables read by the same releases
+        self._peer_maps = [
+            (m.rv, plan.affine_of(j)[1]) for j, m in enumerate(plan.members) if j != plan.index
+        ]
+        self.peers = []
         _check_sensitivity(plan, rel, self.M)
         self.z, self.params, self.logpdf = rel.z, rel.params, rel.logpdf
         self.noise = _normal_noise(rel) if plan.family == "normal" else None
@@ -103,6 +109,31 @@ class CollapsedBlock:
             mode=_mode(ck),
         )
         self.alloc = None
+
+    def link(self, by_rv) -> None:
+        """Find the blocks of the other cells of these records' releases (``by_rv``: record
+        variable -> block of the same step); ``ValueError`` if one is not in the step."""
+        self.peers = []
+        for rv, M in self._peer_maps:
+            if rv not in by_rv:
+                raise ValueError(
+                    f"records {self.plan.rv.name!r} share the release(s) "
+                    f"{self.release_names} with {rv.name!r}: give CollapsedRecords both"
+                )
+            self.peers.append((by_rv[rv], M))
+
+    def prepare(self, args, x) -> None:
+        """Index the current records ``x`` (before any block of the step draws, so that the
+        other cells' counts are known)."""
+        if self.plan.family == "normal":
+            self._sigma = float(np.ravel(self._theta(args)[1])[0])
+        self._sync(x)
+
+    def stat_vector(self) -> np.ndarray:
+        """The current counts (categorical) or ``[sum]`` that the affine map reads."""
+        if self.plan.family == "categorical":
+            return self.counts().astype(np.float64)
+        return np.array([self.total()])
 
     # ---------------------------------------------------------------- state
     def forget(self) -> None:
@@ -162,6 +193,9 @@ class CollapsedBlock:
         if plan.family == "normal":
             self._sigma = float(np.ravel(theta[1])[0])
         self._sync(x)
+        self.C = self.C_own
+        for peer, M in self.peers:
+            self.C = self.C + M @ peer.stat_vector()
         width = None
         if prior is not None:
             width = self._draw_marginal(prior, rng)

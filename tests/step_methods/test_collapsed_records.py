@@ -330,3 +330,54 @@ def test_plan_refuses_non_affine_and_other_inputs():
         y = pm.Poisson("y", f64(3.0), shape=10)
         pmdp.Release("z", (y**2).sum(), pmdp.Laplace(scale=1.0), observed=f64(3))
     assert collapse_plan(m2, m2["y"]) is None
+
+
+# ------------------------------------------------------------------ a table of cells
+
+
+def test_table_of_cells_exact():
+    """Three record variables (the cells), each Bernoulli with its own Beta(1, 1) rate, one
+    Release of the three counts and their total (Laplace, sensitivity 2): the cells are drawn
+    in turn, each given the others, with its rate integrated out. Reference: p(S | z) ∝
+    prod_g eta(z_g - S_g) * eta(z_3 - sum S) (the Beta(1, 1)-binomial is uniform), enumerated
+    over all 31^3 count triples; p_0 | S_0 ~ Beta(1 + S_0, 1 + N - S_0)."""
+    n, scale = 30, 3.0
+    z = np.array([9.0, 20.0, 14.0, 41.0])
+    with pm.Model() as m:
+        cells = []
+        for g in range(3):
+            p = pm.Beta(f"p{g}", f64(1.0), f64(1.0))
+            cells.append(pm.Bernoulli(f"x{g}", p, shape=n))
+        counts = pm.math.stack([c.sum() for c in cells])
+        table = pm.math.concatenate([counts, counts.sum()[None]])
+        pmdp.Release("t", table, pmdp.Laplace(scale=scale, sensitivity=2.0), observed=z)
+    assert _assigned(m) == {"CollapsedRecords": ["p0", "p1", "p2", "x0", "x1", "x2"]}
+    draws = _sample(m, "p0")
+    s = np.arange(n + 1)
+    lap = stats.laplace.logpdf
+    lw = (
+        lap(z[0] - s, scale=scale)[:, None, None]
+        + lap(z[1] - s, scale=scale)[None, :, None]
+        + lap(z[2] - s, scale=scale)[None, None, :]
+        + lap(z[3] - (s[:, None, None] + s[None, :, None] + s[None, None, :]), scale=scale)
+    )
+    w0 = np.exp(special.logsumexp(lw, axis=(1, 2)) - special.logsumexp(lw))
+    grid = np.linspace(1e-4, 1 - 1e-4, 2000)
+    exact = np.log(stats.beta.pdf(grid[:, None], 1 + s, 1 + n - s) @ w0)
+    naive = stats.beta.logpdf(grid, 1 + z[0], 1 + n - z[0])
+    _check(draws, grid, exact, naive)
+
+
+def test_cells_must_share_the_step():
+    with pm.Model() as m:
+        p = pm.Beta("p", f64(1.0), f64(1.0))
+        a = pm.Bernoulli("a", p, shape=10)
+        b = pm.Bernoulli("b", p, shape=10)
+        pmdp.Release(
+            "t",
+            pm.math.stack([a.sum(), b.sum()]),
+            pmdp.Laplace(scale=1.0),
+            observed=np.array([3.0, 4.0]),
+        )
+    with m, pytest.raises(ValueError, match="give CollapsedRecords both"):
+        CollapsedRecords([m["a"]])
