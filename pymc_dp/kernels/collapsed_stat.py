@@ -291,6 +291,15 @@ def _count_core(logpdf, fam, nz, u):  # pragma: no cover - compiled
 _COUNT_CACHED: dict = {}
 
 
+def _specialised(cache: dict, logpdf, build):
+    """``build(logpdf)``, a numba kernel with ``logpdf`` fixed, built once per process and
+    ``logpdf`` (see ``_DISK_CACHE_NOTE``: such kernels are not cached on disk)."""
+    fn = cache.get(logpdf)
+    if fn is None:
+        fn = cache[logpdf] = build(logpdf)
+    return fn
+
+
 def count_sampler(logpdf):
     r"""Exact sampler of a Binomial or Poisson sum given an affine noisy release of it.
 
@@ -350,18 +359,16 @@ def count_sampler(logpdf):
     >>> 290 < s < 320, width < 200
     (True, True)
     """
-    try:
-        return _COUNT_CACHED[logpdf]
-    except KeyError:
-        pass
 
-    @numba.njit
-    def sample(family, n, theta, a, b, z, params, u):  # pragma: no cover - compiled
-        fam = _family(family if family <= POISSON else -1, n, theta, 0.0)
-        return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
+    def build(logpdf):
+        @numba.njit
+        def sample(family, n, theta, a, b, z, params, u):  # pragma: no cover - compiled
+            fam = _family(family if family <= POISSON else -1, n, theta, 0.0)
+            return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
-    _COUNT_CACHED[logpdf] = sample
-    return sample
+        return sample
+
+    return _specialised(_COUNT_CACHED, logpdf, build)
 
 
 _MARGINAL_CACHED: dict = {}
@@ -449,18 +456,16 @@ def marginal_count_sampler(logpdf):
     ...       0.5)[0])
     -2
     """
-    try:
-        return _MARGINAL_CACHED[logpdf]
-    except KeyError:
-        pass
 
-    @numba.njit
-    def sample(family, n, t1, t2, a, b, z, params, u):  # pragma: no cover - compiled
-        fam = _family(family, n, t1, t2)
-        return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
+    def build(logpdf):
+        @numba.njit
+        def sample(family, n, t1, t2, a, b, z, params, u):  # pragma: no cover - compiled
+            fam = _family(family, n, t1, t2)
+            return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
-    _MARGINAL_CACHED[logpdf] = sample
-    return sample
+        return sample
+
+    return _specialised(_MARGINAL_CACHED, logpdf, build)
 
 
 # ---------------------------------------------------------------- Multinomial counts
@@ -583,17 +588,15 @@ def counts_gibbs_sampler(logpdf):
     >>> int(counts.sum()), width > 0
     (6, True)
     """
-    try:
-        return _GIBBS_CACHED[logpdf]
-    except KeyError:
-        pass
 
-    @numba.njit
-    def sweep(counts, p, C, M, z, params, u):  # pragma: no cover - compiled
-        return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
+    def build(logpdf):
+        @numba.njit
+        def sweep(counts, p, C, M, z, params, u):  # pragma: no cover - compiled
+            return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
 
-    _GIBBS_CACHED[logpdf] = sweep
-    return sweep
+        return sweep
+
+    return _specialised(_GIBBS_CACHED, logpdf, build)
 
 
 @numba.njit(cache=True)
@@ -668,20 +671,18 @@ def marginal_counts_gibbs_sampler(logpdf):
     >>> int(g(counts, np.array([1.0, 0.5, 1.0]), np.zeros(3), M, np.zeros(3), params, u))
     -2
     """
-    try:
-        return _MARGINAL_GIBBS_CACHED[logpdf]
-    except KeyError:
-        pass
 
-    @numba.njit
-    def sweep(counts, alpha, C, M, z, params, u):  # pragma: no cover - compiled
-        if not _dirichlet_ok(counts, alpha):
-            return INVALID
-        law = (BETA_BINOMIAL, alpha)
-        return _gibbs_core(logpdf, counts, law, (C, M), (z, params), u)
+    def build(logpdf):
+        @numba.njit
+        def sweep(counts, alpha, C, M, z, params, u):  # pragma: no cover - compiled
+            if not _dirichlet_ok(counts, alpha):
+                return INVALID
+            law = (BETA_BINOMIAL, alpha)
+            return _gibbs_core(logpdf, counts, law, (C, M), (z, params), u)
 
-    _MARGINAL_GIBBS_CACHED[logpdf] = sweep
-    return sweep
+        return sweep
+
+    return _specialised(_MARGINAL_GIBBS_CACHED, logpdf, build)
 
 
 # ---------------------------------------------------------------- Normal sums
@@ -993,15 +994,13 @@ def count_log_marginal(logpdf):
     >>> bool(abs(v - ref) < 1e-12)
     True
     """
-    try:
-        return _LOG_MARGINAL_CACHED[logpdf]
-    except KeyError:
-        pass
 
-    @numba.njit
-    def log_mass(family, n, t1, t2, a, b, z, params):  # pragma: no cover - compiled
-        fam = _family(family if family <= POISSON else -1, n, t1, 0.0)
-        return _log_mass_core(logpdf, fam, _noise_args(a, b, z, params), t1)
+    def build(logpdf):
+        @numba.njit
+        def log_mass(family, n, t1, t2, a, b, z, params):  # pragma: no cover - compiled
+            fam = _family(family if family <= POISSON else -1, n, t1, 0.0)
+            return _log_mass_core(logpdf, fam, _noise_args(a, b, z, params), t1)
 
-    _LOG_MARGINAL_CACHED[logpdf] = log_mass
-    return log_mass
+        return log_mass
+
+    return _specialised(_LOG_MARGINAL_CACHED, logpdf, build)

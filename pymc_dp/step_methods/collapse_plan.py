@@ -59,13 +59,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
-from pytensor.compile.mode import Mode
 from pytensor.graph.traversal import ancestors, graph_inputs
 from pytensor.tensor.random.basic import BernoulliRV, CategoricalRV, NormalRV, PoissonRV
 
 from pymc_dp.distributions.release import is_release, record_parents
 from pymc_dp.step_methods.claims import claim_model, direct_rv_parents, release_records
 from pymc_dp.step_methods.da_spec import release_arrays
+from pymc_dp.step_methods.data_augmentation import _default_mode
 
 __all__ = ["CollapsePlan", "claimable_records", "collapse_plan"]
 
@@ -74,12 +74,6 @@ _FAMILIES[NormalRV] = "normal"
 _RTOL = 1e-9
 # compiled statistic functions, per model and record variable (weak on the model)
 _STAT_FNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _mode():
-    if pytensor.config.cxx:
-        return Mode(linker="cvm_nogc", optimizer="fast_run")
-    return Mode(linker="py", optimizer="fast_compile")
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,7 +261,7 @@ def _stat_fn(model, rvs, releases):
     others = set(model.value_vars) - set(values)
     fn = None
     if not others & set(graph_inputs([flat])):
-        fn = pytensor.function(values, flat, mode=_mode(), on_unused_input="ignore")
+        fn = pytensor.function(values, flat, mode=_default_mode(), on_unused_input="ignore")
     cache[key] = fn
     return fn
 
@@ -277,7 +271,7 @@ def _n_records(model, rv) -> int | None:
     if n is not None:
         return int(n)
     try:
-        return int(pytensor.function([], rv.shape[0], mode=_mode())())
+        return int(pytensor.function([], rv.shape[0], mode=_default_mode())())
     except Exception:
         return None
 
@@ -356,7 +350,7 @@ def _member(model, rv) -> CollapsePlan | None:
     elif family == "categorical":
         k = params[0].type.shape[-1]
         if k is None:
-            k = int(pytensor.function([], params[0].shape[-1], mode=_mode())())
+            k = int(pytensor.function([], params[0].shape[-1], mode=_default_mode())())
     else:
         k = 0
     return CollapsePlan(

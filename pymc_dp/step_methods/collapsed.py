@@ -160,11 +160,11 @@ class CollapsedRecords(BlockedStep):
         parameters given the statistics; the incoming point's arrays are not written to."""
         new_point = dict(point)
         width = 0
+        # the parameters' inputs: the records a block redraws are read by no parameter
         args = [new_point[name] for name in self._input_names]
         for b in self._blocks:
             b.prepare(args, new_point[b.plan.name])
         for b, joint in zip(self._blocks, self._joint, strict=True):
-            args = [new_point[name] for name in self._input_names]
             prior = None if joint is None else joint.prior(new_point)
             new_point[b.plan.name], w = b.draw(args, new_point[b.plan.name], self.rng, prior)
             width += w

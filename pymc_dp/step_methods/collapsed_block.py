@@ -10,8 +10,6 @@ parameter whose collapsed children contribute their sufficient statistics in ``O
 from __future__ import annotations
 
 import numpy as np
-import pytensor
-from pytensor.compile.mode import Mode
 
 from pymc_dp.kernels.allocation import (
     CategoricalAllocation,
@@ -28,6 +26,7 @@ from pymc_dp.step_methods.conjugate import _PRIOR_OPS, _analyze, _expanded_shape
 from pymc_dp.step_methods.conjugate_pairs import Cells, NotConjugateError
 from pymc_dp.step_methods.da_checks import PRIVATIZED_HINT
 from pymc_dp.step_methods.da_spec import release_arrays
+from pymc_dp.step_methods.data_augmentation import _default_mode
 
 __all__ = ["CollapsedBlock", "collapsed_updater", "simple_plan"]
 
@@ -35,14 +34,6 @@ _SIMPLE_FAMILIES = ("beta", "gamma", "dirichlet", "normal")
 _BINOMIAL, _POISSON, _BETA_BINOMIAL, _NEG_BINOMIAL = 0, 1, 2, 3
 # the conjugate family whose parameter integrates out of each record family
 _JOINT = {"categorical": ("beta", "dirichlet"), "poisson": ("gamma",), "normal": ("normal",)}
-
-
-def _mode(ck):
-    if ck.get("mode") is not None:
-        return ck["mode"]
-    if pytensor.config.cxx:
-        return Mode(linker="cvm_nogc", optimizer="fast_run")
-    return None
 
 
 def _check_sensitivity(plan, rel, M) -> None:
@@ -106,7 +97,7 @@ class CollapsedBlock:
             inputs=model.value_vars,
             point_fn=False,
             on_unused_input="ignore",
-            mode=_mode(ck),
+            mode=ck["mode"] if ck.get("mode") is not None else _default_mode(),
         )
         self.alloc = None
 
