@@ -33,6 +33,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -54,7 +55,18 @@ from pymc_dp.step_methods.da_checks import (
     sensitivity_message,
 )
 
-__all__ = ["AdditiveFit", "SweepResult", "additive_sweep", "compile_additive", "per_record"]
+__all__ = [
+    "LARGE_BLOCK",
+    "AdditiveFit",
+    "SweepResult",
+    "additive_sweep",
+    "compile_additive",
+    "per_record",
+]
+
+#: from this many records on, a block keeps no per-record arrays between sweeps beyond the
+#: records themselves, and its compiled functions free their intermediates after each call
+LARGE_BLOCK = 1 << 16
 
 
 class SweepResult(NamedTuple):
@@ -188,18 +200,21 @@ def _holds_elsewhere(chk, proposer, rng) -> bool:
             r_alt, _ = differing_records(lambda a=r_args: proposer.draw(a, rng), r_cur, chk.n)
         except Exception:
             return False
-        configs = [r_cur, *mixtures(r_cur, r_alt, chk.n, rng)]
+        configs = itertools.chain([r_cur], mixtures(r_cur, r_alt, chk.n, rng))
         if additive_consts(chk.at, r_args, configs) is None:
             return False
     return True
 
 
-def _forward_draws(g, proposer, rng):
-    """Two forward draws of the records at the construction point."""
-    try:
-        return [proposer.draw(g.args, rng) for _ in range(2)]
-    except Exception as err:
-        raise forward_error(g.label, err) from err
+def _forward_draws(g, proposer, rng, k=2):
+    """``k`` forward draws of the records at the construction point, one at a time (each is a
+    full set of records: a generator keeps one in memory)."""
+    for _ in range(k):
+        try:
+            d = proposer.draw(g.args, rng)
+        except Exception as err:
+            raise forward_error(g.label, err) from err
+        yield d
 
 
 def compile_additive(g, batch_leaves, get_proposer):
@@ -224,10 +239,11 @@ def compile_additive(g, batch_leaves, get_proposer):
     chk = _Checker(g, t_flat)
     rng = np.random.default_rng(12345)
     proposer.reseed(rng)
-    draws = _forward_draws(g, proposer, rng)
+    first = next(_forward_draws(g, proposer, rng, 1))
     cur = [chk.args[p] for p in chk.pos]
-    if any(d.shape != np.shape(a) for d, a in zip(draws[0], cur, strict=True)):
+    if any(d.shape != np.shape(a) for d, a in zip(first, cur, strict=True)):
         return None
+    del first
     # 1. additivity: D(x) = T(x) - sum_i t(x_i) is the same constant at the current records,
     # at two draws, and at configurations built from records that (really) differ from the
     # current ones: all records changed, each of up to 16 records changed alone, and random
@@ -237,7 +253,7 @@ def compile_additive(g, batch_leaves, get_proposer):
     alt, changed = differing_records(lambda: proposer.draw(chk.args, rng), cur, g.n)
     if not changed.all():
         return None
-    configs = [cur, *draws, *mixtures(cur, alt, g.n, rng)]
+    configs = itertools.chain([cur], _forward_draws(g, proposer, rng), mixtures(cur, alt, g.n, rng))
     try:
         consts = additive_consts(chk.at, chk.args, configs)
         fn(*chk.args, *cur)
@@ -306,8 +322,13 @@ def additive_sweep(spec, scratch, args, rng) -> SweepResult:
     rej = info.rejected
     for prop, c in zip(props, cur, strict=True):
         prop[rej] = c[rej]
-    scratch.t_cur = t_cur
-    scratch.last = props
+    if spec.n < LARGE_BLOCK:
+        scratch.t_cur = t_cur
+        scratch.last = props
+    else:
+        # not kept: 8 bytes per record and released component for the whole run, against
+        # one evaluation of t per sweep (about 5% of a sweep's time)
+        scratch.t_cur = scratch.last = None
     return SweepResult(props, info.n_accepted, info.min_prob, info.mean_prob)
 
 

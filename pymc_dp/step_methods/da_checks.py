@@ -170,30 +170,32 @@ def _swap_one(cur, alt, j):
 
 
 def mixtures(cur, alt, n, rng, singles=16, halves=4):
-    """Configurations mixing ``cur`` and ``alt`` record-wise.
+    """Configurations mixing ``cur`` and ``alt`` record-wise, generated one at a time.
 
     All of ``alt``; ``cur`` with one record from ``alt`` (every record when ``n <= singles``,
     else ``singles`` random ones including the first and the last); ``halves`` random halves of
-    the records from ``alt``.
+    the records from ``alt``. A generator: each configuration is a full copy of the records,
+    so holding them all at once would cost ``singles + halves`` copies (about 160 bytes per
+    int64 record at construction).
 
     Examples
     --------
     >>> import numpy as np
-    >>> out = mixtures([np.zeros(2)], [np.ones(2)], 2, np.random.default_rng(0), halves=0)
+    >>> out = list(mixtures([np.zeros(2)], [np.ones(2)], 2, np.random.default_rng(0), halves=0))
     >>> [c[0].tolist() for c in out]
     [[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]
     """
-    out = [alt]
+    yield alt
     if n <= singles:
         js = np.arange(n)
     else:
         js = np.unique(np.r_[0, n - 1, rng.choice(n, singles - 2, replace=False)])
-    out.extend(_swap_one(cur, alt, j) for j in js)
+    for j in js:
+        yield _swap_one(cur, alt, j)
     for _ in range(halves):
         mask = rng.random(n) < 0.5
-        out.append([np.where(np.reshape(mask, (n,) + (1,) * (c.ndim - 1)), a, c)
-                    for c, a in zip(cur, alt, strict=True)])  # fmt: skip
-    return out
+        yield [np.where(np.reshape(mask, (n,) + (1,) * (c.ndim - 1)), a, c)
+               for c, a in zip(cur, alt, strict=True)]  # fmt: skip
 
 
 def check_rows(rows_at, cur, alt, changed, n, label) -> None:
@@ -219,11 +221,11 @@ def check_rows(rows_at, cur, alt, changed, n, label) -> None:
     base = rows_at(cur)
     picks = np.unique(np.linspace(0, len(differ) - 1, min(4, len(differ))).astype(int))
     for j in differ[picks]:
-        rows = rows_at(_swap_one(cur, alt, j))
-        others = np.ones(n, dtype=bool)
-        others[j] = False
-        new, old = rows[:, others], base[:, others]
-        same = (new == old) | (np.abs(new - old) <= RTOL * (1.0 + np.abs(old)))
+        new = rows_at(_swap_one(cur, alt, j))
+        # row j may change; compared in place (no copies of the other rows)
+        new[:, j] = base[:, j]
+        same = (new == base) | (np.abs(new - base) <= RTOL * (1.0 + np.abs(base)))
+        del new
         if not np.all(same):
             raise ValueError(
                 f"records [{label}] are not conditionally independent given the other "

@@ -160,7 +160,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.compile.mode import Mode
 
 from pymc_dp.step_methods.claims import claim_model, release_records
-from pymc_dp.step_methods.da_additive import SweepResult, additive_sweep
+from pymc_dp.step_methods.da_additive import LARGE_BLOCK, SweepResult, additive_sweep
 from pymc_dp.step_methods.da_blocks import BuildOptions, block_graph, partition
 from pymc_dp.step_methods.da_generic import generic_sweep
 from pymc_dp.step_methods.da_proposals import generator_states, reseed, set_generator_states
@@ -208,15 +208,21 @@ class _Block(NamedTuple):
         raise AttributeError(f"block has no attribute {name!r}")
 
 
-def _default_mode():
+def _default_mode(n_records=None):
     """The C virtual machine when a C compiler is configured, else PyTensor's default.
 
     The sweep function is called once per iteration on small arrays, so call overhead matters:
     with PyTensor's numba backend, passing the random generators into the compiled code costs
     about 130 microseconds per call; the C VM calls numpy's generators directly (~20-30 us).
+    Below :data:`~pymc_dp.step_methods.da_additive.LARGE_BLOCK` record values the VM keeps its
+    intermediate arrays between calls (``cvm_nogc``, no reallocation); from there on it frees
+    them after each call (``cvm``): kept intermediates cost tens of bytes per record for the
+    whole run (measured 96 bytes per Bernoulli record with a covariate), where a reallocation
+    per sweep costs little next to a sweep over that many records.
     """
     if pytensor.config.cxx:
-        return Mode(linker="cvm_nogc", optimizer="fast_run")
+        large = n_records is not None and n_records >= LARGE_BLOCK
+        return Mode(linker="cvm" if large else "cvm_nogc", optimizer="fast_run")
     return None
 
 
@@ -341,13 +347,14 @@ class DataAugmentation(BlockedStep):
         self.vars = get_value_vars_from_user_vars(vars, model)
         self.blocked = True
         self.rng = get_random_generator(rng)
+        ip = model.initial_point() if initial_point is None else initial_point
         ck = dict(compile_kwargs or {})
         if ck.get("mode") is None:
-            ck["mode"] = _default_mode()
+            ck["mode"] = _default_mode(sum(int(np.size(ip[v.name])) for v in self.vars))
         self._input_names = [v.name for v in model.value_vars]
         opts = BuildOptions(
             model=model,
-            ip=model.initial_point() if initial_point is None else initial_point,
+            ip=ip,
             input_names=self._input_names,
             ck=ck,
             direct=bool(direct_proposals),

@@ -464,9 +464,22 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
     (True, True)
     """
     noise_var = np.asarray(noise_var, dtype=np.float64).reshape(-1)
-    rows = [np.asarray(spec.fn(*args, *spec.proposer.draw(args, rng))[0]) for _ in range(draws)]
-    t = np.concatenate(rows, axis=0).astype(np.float64)
-    v_t = int(spec.n) * t.var(axis=0, ddof=1)
+    # pooled variance over the batches, one batch in memory at a time (Chan et al.'s pairwise
+    # combination of per-batch means and sums of squared deviations)
+    count, mean, m2 = 0, 0.0, 0.0
+    for _ in range(draws):
+        t = np.asarray(spec.fn(*args, *spec.proposer.draw(args, rng))[0], dtype=np.float64)
+        t = t.reshape(t.shape[0], -1)
+        k = t.shape[0]
+        mean_b = t.mean(axis=0)
+        m2_b = ((t - mean_b) ** 2).sum(axis=0)
+        delta = mean_b - mean
+        tot = count + k
+        mean = mean + delta * (k / tot)
+        m2 = m2 + m2_b + delta**2 * (count * k / tot)
+        count = tot
+        del t
+    v_t = int(spec.n) * m2 / (count - 1)
     total = noise_var + v_t
     with np.errstate(invalid="ignore", divide="ignore"):
         lam = np.where(total > 0, noise_var / np.where(total > 0, total, 1.0), 1.0)

@@ -399,3 +399,30 @@ def test_statistic_with_other_variables():
     for _ in range(5):
         (point["x"],), _ = soma_sweep(spec, scratch, _args(model, point), rng)
         np.testing.assert_allclose(scratch.t_cur[:, 0], point["x"] - 0.8, rtol=1e-12)
+
+
+def test_missing_information_fraction_pools_batches_exactly():
+    """The batch-by-batch pooled variance (one batch in memory) equals the variance of all
+    batches concatenated, to rounding; a wrong pooling (mean of batch variances, which drops
+    the between-batch term) is a negative control that differs."""
+    from types import SimpleNamespace
+
+    batches = [np.random.default_rng(s).normal(loc=3.0 * s, size=(50 + s, 2)) for s in range(4)]
+
+    class Offers:
+        def __init__(self):
+            self.k = 0
+
+        def draw(self, args, rng):
+            self.k += 1
+            return [batches[self.k - 1]]
+
+    spec = SimpleNamespace(names=["x"], n=100, proposer=Offers(), fn=lambda recs: [recs])
+    noise = np.array([7.0, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lam = missing_information_fraction(spec, [], noise, np.random.default_rng(0))
+    v_ref = 100 * np.concatenate(batches).var(axis=0, ddof=1)
+    np.testing.assert_allclose(lam, noise / (noise + v_ref), rtol=1e-12)
+    v_wrong = 100 * np.mean([b.var(axis=0, ddof=1) for b in batches], axis=0)
+    assert np.all(np.abs(noise / (noise + v_wrong) - lam) > 1e-3)
