@@ -23,7 +23,7 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time, warnings
 import numpy as np, pymc as pm, pymc_dp as pmdp
-n, cores = int(sys.argv[1]), int(sys.argv[2])
+n, cores, iters = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cov = np.linspace(-1.0, 1.0, n)
 with pm.Model() as model:
     b = pm.Normal("b", 0.0, 1.0)
@@ -32,7 +32,7 @@ with pm.Model() as model:
 with model, warnings.catch_warnings():
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
-    pm.sample(500, tune=500, chains=4, cores=cores, progressbar=False, random_seed=1,
+    pm.sample(iters, tune=iters, chains=4, cores=cores, progressbar=False, random_seed=1,
               compute_convergence_checks=False)
     print(json.dumps({"wall": time.perf_counter() - t0}))
 """
@@ -70,9 +70,11 @@ def _tree_rss(pid: int) -> tuple[int, int]:
     return total, pss
 
 
-def run(n: int, cores: int) -> dict:
+def run(n: int, cores: int, iters: int = 500) -> dict:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(n), str(cores)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", CHILD, str(n), str(cores), str(iters)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     peak = [0, 0]
 
@@ -95,16 +97,19 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--iters", type=int, default=500, help="draws (and as many tuning steps)")
     args = ap.parse_args(argv)
     run(1000, 1)  # warm the compile caches
-    rows = [(k, run(args.n, k)) for k in (1, 2, 4)]
+    rows = [(k, run(args.n, k, args.iters)) for k in (1, 2, 4)]
     base = rows[0][1]
     lines = [
         "# Memory of `pm.sample(chains=4, cores=k)` (issue 14)",
         "",
-        f"`python benchmarks/bench_cores_memory.py --n {args.n}`, {time.strftime('%Y-%m-%d')}; "
+        f"`python benchmarks/bench_cores_memory.py --n {args.n} --iters {args.iters}`, "
+        f"{time.strftime('%Y-%m-%d')}; "
         f"{args.n:,} Bernoulli records with a public covariate (DataAugmentation + NUTS), Laplace "
-        "release of their sum, 4 chains x 500 draws + 500 tuning; peaks of the summed resident "
+        f"release of their sum, 4 chains x {args.iters} draws + {args.iters} tuning; peaks of "
+        "the summed resident "
         "and proportional memory of the process tree (sampled every 20 ms), on a 2-core "
         "machine; PyMC's default start method here (Python 3.12 on Linux: fork).",
         "",

@@ -139,6 +139,7 @@ def main():
     ap.add_argument("--tune", type=int, default=100)
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--out", default=None, help="append a JSON line with every figure here")
+    ap.add_argument("--setup-only", action="store_true", help="stop after the set-up phase")
     ap.add_argument(
         "--start-at-truth",
         action="store_true",
@@ -169,6 +170,13 @@ def main():
             return instantiate_steppers(model, steps, selected)
 
     step = ph.run("setup", setup)
+    if a.setup_only:
+        result = {"model": a.model, "n": n, "setup_only": True, "phases": ph.rows}
+        print(json.dumps(result))
+        if a.out:
+            with open(a.out, "a") as f:
+                f.write(json.dumps(result) + "\n")
+        return
 
     def sample():
         with model, warnings.catch_warnings():

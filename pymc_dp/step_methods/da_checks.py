@@ -224,8 +224,14 @@ def check_rows(rows_at, cur, alt, changed, n, label) -> None:
         new = rows_at(_swap_one(cur, alt, j))
         # row j may change; compared in place (no copies of the other rows)
         new[:, j] = base[:, j]
-        same = (new == base) | (np.abs(new - base) <= RTOL * (1.0 + np.abs(base)))
-        del new
+        # |new - base| <= RTOL (1 + |base|), with two temporaries of the rows' size
+        diff = np.subtract(new, base)
+        np.abs(diff, out=diff)
+        tol = np.abs(base)
+        tol += 1.0
+        tol *= RTOL
+        same = (diff <= tol) | (new == base)
+        del new, diff, tol
         if not np.all(same):
             raise ValueError(
                 f"records [{label}] are not conditionally independent given the other "

@@ -472,7 +472,8 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
         t = t.reshape(t.shape[0], -1)
         k = t.shape[0]
         mean_b = t.mean(axis=0)
-        m2_b = ((t - mean_b) ** 2).sum(axis=0)
+        # column by column: one temporary of n values instead of two of (n, m)
+        m2_b = np.array([np.dot(d, d) for d in (t[:, j] - mean_b[j] for j in range(t.shape[1]))])
         delta = mean_b - mean
         tot = count + k
         mean = mean + delta * (k / tot)
