@@ -26,6 +26,7 @@ competence claims only variables that feed a pymc_dp node, so ordinary models sa
 """
 
 from pymc_dp.accounting import compose, zcdp_to_approx_dp
+from pymc_dp.diagnostics import install_convergence_hook, statistic_trace
 from pymc_dp.distributions.bessel import Bessel
 from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
 from pymc_dp.distributions.discrete_normal import DiscreteNormal
@@ -96,6 +97,7 @@ __all__ = [
     "registered_marginals",
     "release_sufficient_statistics",
     "stack_log_likelihood",
+    "statistic_trace",
     "sufficient_statistic_sensitivity",
     "zcdp_to_approx_dp",
 ]
@@ -107,3 +109,4 @@ register_step_methods()
 from pymc_dp import jax as _jax_backend  # noqa: E402, F401
 
 install_pymc_hook()
+install_convergence_hook()

@@ -15,7 +15,8 @@ collapsed steps claim). Everything else is unchanged: the records are still free
 sampled by their steps; PyMC's convergence checks see only what is stored.
 
 Asking for the records is PyMC's own way: ``pm.sample(var_names=["p", "x"])`` stores them (and
-PyMC then checks them as it checks anything named), in the smallest integer dtype that holds
+PyMC's convergence checks then read each release's statistic computed from them instead of every
+record: :mod:`pymc_dp.diagnostics`), in the smallest integer dtype that holds
 their support (``int8`` for Bernoulli records and categorical records of up to 127 categories,
 instead of PyMC's ``int64``): ``pm.sample`` looks the named variables up in
 ``model.unobserved_RVs``, where such a model lists ``x`` as ``cast(x, "int8")`` under the same
