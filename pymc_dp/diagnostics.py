@@ -14,19 +14,7 @@ of the per-variable R-hat/ESS checks and check each observed release's statistic
 PyMC's thresholds (R-hat above 1.01, ESS per chain below 100) and warning type. Models without an
 observed Release, and runs that did not store records, are checked by PyMC's function unchanged.
 
-Examples
---------
->>> import numpy as np, pymc as pm, pymc_dp as pmdp
->>> with pm.Model() as m:
-...     p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
-...     x = pm.Bernoulli("x", p, shape=5)
-...     _ = pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=np.float64(2.0))
->>> import xarray as xr
->>> post = xr.Dataset({"p": (("chain", "draw"), np.full((1, 2), 0.4)),
-...                    "x": (("chain", "draw", "x_dim_0"),
-...                          np.array([[[1, 0, 0, 1, 1], [0, 0, 0, 0, 1]]], dtype=np.int8))})
->>> statistic_trace(xr.DataTree.from_dict({"posterior": post}), model=m)["z"].values.tolist()
-[[3.0, 1.0]]
+See :func:`statistic_trace` for an example.
 """
 
 from __future__ import annotations
@@ -105,6 +93,22 @@ def statistic_trace(idata, model=None, group: str = "posterior") -> xr.Dataset:
     ------
     ValueError
         When a variable a statistic reads is not in ``idata[group]`` (the message names it).
+
+    Examples
+    --------
+    Two stored draws of five records behind a release of their count:
+
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp, xarray as xr
+    >>> with pm.Model() as m:
+    ...     p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+    ...     x = pm.Bernoulli("x", p, shape=5)
+    ...     _ = pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=np.float64(2.0))
+    >>> recs = np.array([[[1, 0, 0, 1, 1], [0, 0, 0, 0, 1]]], dtype=np.int8)
+    >>> post = xr.Dataset({"p": (("chain", "draw"), np.full((1, 2), 0.4)),
+    ...                    "x": (("chain", "draw", "x_dim_0"), recs)})
+    >>> idata = xr.DataTree.from_dict({"posterior": post})
+    >>> pmdp.statistic_trace(idata, model=m)["z"].values.tolist()
+    [[3.0, 1.0]]
     """
     model = modelcontext(model)
     from pymc_dp.step_methods.claims import observed_releases
