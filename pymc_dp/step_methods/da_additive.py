@@ -37,7 +37,9 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
+from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace, vectorize_graph
@@ -67,6 +69,9 @@ __all__ = [
 #: from this many records on, a block keeps no per-record arrays between sweeps beyond the
 #: records themselves, and its compiled functions free their intermediates after each call
 LARGE_BLOCK = 1 << 16
+
+#: the construction checks' compile mode for large blocks (None without a C compiler)
+_LARGE_CHECK_MODE = Mode(linker="cvm", optimizer="fast_run") if pytensor.config.cxx else None
 
 
 class SweepResult(NamedTuple):
@@ -162,19 +167,37 @@ def _t_function(g, t_recs, recs_in, free):
 
 
 class _Checker:
-    """Evaluates ``[T, sum_i t(x_i), rows]`` with given records put into a point."""
+    """Evaluates ``[T, sum_i t(x_i)]`` (:meth:`at`) and the stacked per-record log-density
+    terms (:meth:`rows_at`) with given records put into a point.
+
+    Two functions, so that the many additivity evaluations do not also compute the row terms.
+    From :data:`LARGE_BLOCK` records on they are compiled with fused loops and garbage
+    collection (the C VM): unfused, a Python-linker evaluation of 10^8 records held several
+    temporary arrays per term at once (the peak of the step's construction).
+    """
 
     def __init__(self, g, t_flat):
-        self.check = g.compile_check([g.T_flat, t_flat.sum(0), pt.stack(g.row_terms)])
+        mode = _LARGE_CHECK_MODE if g.n >= LARGE_BLOCK and _LARGE_CHECK_MODE else None
+        self.check = g.compile_check([g.T_flat, t_flat.sum(0)], mode=mode)
+        self._rows = g.compile_check([pt.stack(g.row_terms)], mode=mode)
         self.pos = g.pos
         self.args = g.args
         self.n = g.n
 
-    def at(self, recs, base=None):
+    def _point(self, recs, base):
         a = list(self.args if base is None else base)
         for p, r in zip(self.pos, recs, strict=True):
             a[p] = r
-        return [np.asarray(o, dtype=np.float64) for o in self.check(*a)]
+        return a
+
+    def at(self, recs, base=None):
+        """``[T, sum_i t(x_i), None]`` at records ``recs`` (in ``base``, default the point)."""
+        return [*(np.asarray(o, dtype=np.float64) for o in self.check(*self._point(recs, base))),
+                None]  # fmt: skip
+
+    def rows_at(self, recs, base=None):
+        """The stacked per-record log-density terms at records ``recs``."""
+        return np.asarray(self._rows(*self._point(recs, base))[0], dtype=np.float64)
 
 
 def _random_point(args, pos, rng) -> list:
@@ -265,7 +288,7 @@ def compile_additive(g, batch_leaves, get_proposer):
     if consts is None or (free and not _holds_elsewhere(chk, proposer, rng)):
         return None
     # 2. conditional independence: changing record j changes only row j of the terms
-    check_rows(lambda recs: chk.at(recs)[2], cur, alt, changed, g.n, g.label)
+    check_rows(chk.rows_at, cur, alt, changed, g.n, g.label)
     t_cur = np.ascontiguousarray(fn(*chk.args, *cur)[0], dtype=np.float64)
     t_alt = np.ascontiguousarray(fn(*chk.args, *alt)[0], dtype=np.float64)
     const = np.ascontiguousarray(np.asarray(consts, dtype=np.float64).reshape(-1))

@@ -139,15 +139,16 @@ class BlockGraph:
         inputs = [*self.model.value_vars, *extra_inputs]
         return compile(inputs, outputs, on_unused_input="ignore", **self.ck)
 
-    def compile_check(self, outputs, extra_inputs=()):
+    def compile_check(self, outputs, extra_inputs=(), mode=None):
         """:meth:`compile` for a function run only by the construction-time checks.
 
         It runs a few times, so it is not worth a C or numba compilation (most of a cold
         step construction was spent compiling C modules of check-only graphs): PyTensor's
-        Python linker with the ``fast_compile`` rewrites (:data:`CHECK_MODE`).
+        Python linker with the ``fast_compile`` rewrites (:data:`CHECK_MODE`), unless ``mode``
+        is given.
         """
         inputs = [*self.model.value_vars, *extra_inputs]
-        ck = {**self.ck, "mode": CHECK_MODE}
+        ck = {**self.ck, "mode": CHECK_MODE if mode is None else mode}
         return compile(inputs, outputs, on_unused_input="ignore", **ck)
 
 

@@ -54,3 +54,31 @@ def test_default_mode_switches_to_gc_for_large_blocks():
         return
     assert data_augmentation._default_mode(10).linker.allow_gc is False
     assert data_augmentation._default_mode(10**7).linker.allow_gc is True
+
+
+def test_large_block_checks_compute_what_the_small_ones_do(monkeypatch):
+    """The construction checks of a large block (fused C VM) evaluate the same statistic sums
+    and per-record terms as the Python-linker ones, at the current and at changed records;
+    negative control: changed records give different values (the comparison can fail)."""
+    from pymc_dp.step_methods.da_blocks import BuildOptions, block_graph
+
+    cov = np.linspace(-1.0, 1.0, 300)
+    with pm.Model() as model:
+        x = pm.Bernoulli("x", logit_p=0.3 - 0.8 * cov, shape=300)
+        stat = pt.stack([x.sum(), (cov * x).sum()])
+        pmdp.Release("z", stat, pmdp.Laplace(epsilon=1.0, sensitivity=2.0), observed=[150.0, 9.0])
+    ip = model.initial_point()
+    opts = BuildOptions(model=model, ip=ip, input_names=[v.name for v in model.value_vars],
+                        ck={"mode": data_augmentation._default_mode()}, direct=True)  # fmt: skip
+    g = block_graph(opts, [model["x"]])
+    t_flat = da_additive.per_record(g, True)
+    outs = {}
+    for large_from in (1 << 30, 10):
+        monkeypatch.setattr(da_additive, "LARGE_BLOCK", large_from)
+        chk = da_additive._Checker(g, t_flat)
+        recs = [np.asarray(ip["x"])]
+        flipped = [1 - recs[0]]
+        outs[large_from] = [*chk.at(recs)[:2], chk.rows_at(recs), *chk.at(flipped)[:2]]
+    for a, b in zip(outs[1 << 30], outs[10], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=0)
+    assert not np.allclose(outs[10][1], outs[10][4])
