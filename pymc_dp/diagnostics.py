@@ -43,23 +43,16 @@ def _statistic_function(model, release):
     from pytensor.graph.replace import graph_replace, vectorize_graph
     from pytensor.graph.traversal import ancestors
 
+    from pymc_dp.step_methods.claims import direct_rv_parents
+
     stat = release.owner.inputs[0]
     free, observed = set(model.free_RVs), set(model.observed_RVs)
-    # the free variables T reads without passing through another free variable: their stored
+    # the free variables T reads without passing through another random variable: their stored
     # values fix T (a record's parameters do not enter once the record is given); observed
     # variables it reads are their data
-    read, data, frontier, seen = [], {}, [stat], set()
-    while frontier:
-        var = frontier.pop()
-        if var in seen:
-            continue
-        seen.add(var)
-        if var in free:
-            read.append(var)
-        elif var in observed:
-            data[var] = model.rvs_to_values[var]
-        elif var.owner is not None:
-            frontier.extend(var.owner.inputs)
+    parents = direct_rv_parents(stat, free | observed)
+    read = [v for v in parents if v in free]
+    data = {v: model.rvs_to_values[v] for v in parents if v in observed}
     read = sorted(read, key=lambda v: v.name)
     holders = [rv.type(name=rv.name) for rv in read]
     core = graph_replace(stat, {**dict(zip(read, holders, strict=True)), **data}, strict=False)
