@@ -203,9 +203,10 @@ def install_convergence_hook() -> None:
     from pymc.sampling import mcmc
     from pymc.stats import convergence
 
-    if getattr(convergence.run_convergence_checks, "_pymc_dp_hook", False):
-        return
-    _PYMC_RUN_CHECKS = convergence.run_convergence_checks
-    _run_convergence_checks._pymc_dp_hook = True
-    convergence.run_convergence_checks = _run_convergence_checks
-    mcmc.run_convergence_checks = _run_convergence_checks
+    from pymc_dp._pymc_hooks import wrap_module_function
+
+    original = wrap_module_function(
+        [convergence, mcmc], "run_convergence_checks", _run_convergence_checks
+    )
+    if original is not None:
+        _PYMC_RUN_CHECKS = original

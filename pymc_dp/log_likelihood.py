@@ -478,8 +478,8 @@ def install_pymc_hook() -> None:
     global _PYMC_COMPUTE_LOG_DENSITY
     from pymc.stats import log_density
 
-    if getattr(log_density.compute_log_density, "_pymc_dp_hook", False):
-        return
-    _PYMC_COMPUTE_LOG_DENSITY = log_density.compute_log_density
-    _pymc_log_density._pymc_dp_hook = True
-    log_density.compute_log_density = _pymc_log_density
+    from pymc_dp._pymc_hooks import wrap_module_function
+
+    original = wrap_module_function([log_density], "compute_log_density", _pymc_log_density)
+    if original is not None:
+        _PYMC_COMPUTE_LOG_DENSITY = original

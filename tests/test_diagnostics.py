@@ -101,7 +101,7 @@ def test_unstored_records_and_plain_models_go_to_pymc_unchanged(monkeypatch):
     assert seen[-1] is idata
 
 
-def test_sample_with_stored_records_checks_the_statistic(caplog):
+def test_sample_with_stored_records_checks_the_statistic(monkeypatch):
     """End to end: pm.sample stores the records (int8) and its convergence checks run through
     the hook (the statistic trace is computed from them)."""
     model, _ = _model()
@@ -112,14 +112,11 @@ def test_sample_with_stored_records_checks_the_statistic(caplog):
         calls.append(sorted(idata["posterior"].data_vars))
         return orig(idata, model)
 
-    diagnostics._statistic_warnings = counting
-    try:
-        with model, warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            idata = pm.sample(
-                100, tune=100, chains=2, var_names=["p", "x"], progressbar=False, random_seed=5
-            )
-    finally:
-        diagnostics._statistic_warnings = orig
+    monkeypatch.setattr(diagnostics, "_statistic_warnings", counting)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample(
+            100, tune=100, chains=2, var_names=["p", "x"], progressbar=False, random_seed=5
+        )
     assert idata.posterior["x"].dtype == np.int8
     assert calls == [["p", "x"]]

@@ -37,9 +37,7 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
-from pytensor.compile.mode import Mode
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant
 from pytensor.graph.replace import graph_replace, vectorize_graph
@@ -69,9 +67,6 @@ __all__ = [
 #: from this many records on, a block keeps no per-record arrays between sweeps beyond the
 #: records themselves, and its compiled functions free their intermediates after each call
 LARGE_BLOCK = 1 << 16
-
-#: the construction checks' compile mode for large blocks (None without a C compiler)
-_LARGE_CHECK_MODE = Mode(linker="cvm", optimizer="fast_run") if pytensor.config.cxx else None
 
 
 class SweepResult(NamedTuple):
@@ -171,13 +166,16 @@ class _Checker:
     terms (:meth:`rows_at`) with given records put into a point.
 
     Two functions, so that the many additivity evaluations do not also compute the row terms.
-    From :data:`LARGE_BLOCK` records on they are compiled with fused loops and garbage
-    collection (the C VM): unfused, a Python-linker evaluation of 10^8 records held several
-    temporary arrays per term at once (the peak of the step's construction).
+    From :data:`LARGE_BLOCK` records on they are compiled in the block's own mode (by default
+    the C VM: fused loops, garbage collection): unfused, a Python-linker evaluation of 10^8
+    records held several temporary arrays per term at once (the peak of the step's
+    construction).
     """
 
     def __init__(self, g, t_flat):
-        mode = _LARGE_CHECK_MODE if g.n >= LARGE_BLOCK and _LARGE_CHECK_MODE else None
+        # the block's own compile mode (the C VM with garbage collection by default for large
+        # blocks); None: the Python linker (CHECK_MODE)
+        mode = g.ck.get("mode") if g.n >= LARGE_BLOCK else None
         self.check = g.compile_check([g.T_flat, t_flat.sum(0)], mode=mode)
         self._rows = g.compile_check([pt.stack(g.row_terms)], mode=mode)
         self.pos = g.pos
