@@ -18,7 +18,10 @@ Phases, each timed and with its own peak resident memory (``VmHWM``, reset throu
 ``pm.Model`` block), ``setup`` (``assign_step_methods`` + ``instantiate_steppers``: compiling
 and checking every step) and ``sample`` (``pm.sample(100, tune=100, chains=1, step=...)``,
 200 iterations, the records not stored). Bytes per record are the phase's peak above the
-resident memory after ``data`` (the covariates are counted in the data, not in the phases).
+resident memory after ``data`` (the covariates are counted in the data, not in the phases;
+``pm.Data``'s copy of them is counted in ``build`` and after). The sample phase also reports
+the resident memory held between iterations (read by a ``pm.sample`` callback after each
+iteration): its largest value and its value after the last iteration.
 
 Run: ``python benchmarks/bench_large_records.py logistic --n 1e8`` (one model per process).
 """
@@ -178,16 +181,25 @@ def main():
                 f.write(json.dumps(result) + "\n")
         return
 
+    between = []  # resident memory after each iteration (between two iterations)
+
+    def after_draw(trace, draw):
+        between.append(_mem()[0])
+
     def sample():
         with model, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             init = TRUTH[a.model] if a.start_at_truth else None
             return pm.sample(
                 a.draws, tune=a.tune, chains=1, cores=1, step=step, progressbar=False,
-                random_seed=7, discard_tuned_samples=False, initvals=init,
+                random_seed=7, discard_tuned_samples=False, initvals=init, callback=after_draw,
             )  # fmt: skip
 
     idata = ph.run("sample", sample)
+    # held between iterations: the largest resident memory seen between two iterations, above
+    # the data (freed memory that the allocator has not returned to the system counts too)
+    ph.rows[-1]["between_iterations_B_per_record"] = round((max(between) - ph.base) / n, 1)
+    ph.rows[-1]["between_iterations_last_B_per_record"] = round((between[-1] - ph.base) / n, 1)
     steps = [type(s).__name__ for s in (step if isinstance(step, list) else [step])]
     stats = {}
     for group in ("warmup_sample_stats", "sample_stats"):

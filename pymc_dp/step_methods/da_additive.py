@@ -45,6 +45,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.type import RandomType
 
 from pymc_dp.kernels.da_sweep import DANoise, DAState, SensitivityExceeded, da_step
+from pymc_dp.step_methods import da_chunks
 from pymc_dp.step_methods.da_blocks import is_zeros
 from pymc_dp.step_methods.da_checks import (
     additive_consts,
@@ -54,9 +55,9 @@ from pymc_dp.step_methods.da_checks import (
     mixtures,
     sensitivity_message,
 )
+from pymc_dp.step_methods.da_chunks import RecordChunks, chunked_sweep
 
 __all__ = [
-    "LARGE_BLOCK",
     "AdditiveFit",
     "SweepResult",
     "additive_sweep",
@@ -64,9 +65,11 @@ __all__ = [
     "per_record",
 ]
 
-#: from this many records on, a block keeps no per-record arrays between sweeps beyond the
-#: records themselves, and its compiled functions free their intermediates after each call
-LARGE_BLOCK = 1 << 16
+
+def _large(n: int) -> bool:
+    """Whether a block of ``n`` records is large (:data:`~pymc_dp.step_methods.da_chunks.
+    LARGE_BLOCK`, read at call time)."""
+    return n >= da_chunks.LARGE_BLOCK
 
 
 class SweepResult(NamedTuple):
@@ -86,8 +89,10 @@ class SweepResult(NamedTuple):
 class AdditiveFit(NamedTuple):
     """A compiled, checked additive decomposition (:func:`compile_additive`).
 
-    ``check_t`` holds ``t`` at the records made to differ and at the current ones (for the
-    construction-time sensitivity check).
+    ``check_pairs()`` yields ``(start, t_alt, t_cur)``: ``t`` at the records made to differ and
+    at the current ones, from record ``start`` on (one pair, or one per chunk), for the
+    construction-time sensitivity check. ``chunks`` is the
+    :class:`~pymc_dp.step_methods.da_chunks.RecordChunks` of a large block (else None).
     """
 
     fn: object
@@ -95,11 +100,13 @@ class AdditiveFit(NamedTuple):
     proposer: object
     const: np.ndarray
     free_T: bool
-    check_t: tuple
+    check_pairs: object
+    chunks: object = None
 
 
-def _batched_leaves(stats, replace, n, rows):
-    """Constants and shared data of leading length ``n`` in ``stats``, split into records."""
+def _batched_leaves(stats, replace, n, rows, span=None):
+    """Constants and shared data of leading length ``n`` in ``stats``, split into records
+    (only records ``start:stop`` with ``span = (start, stop)``, symbolic scalars)."""
     for leaf in graph_inputs(stats):
         if leaf in replace or isinstance(leaf.type, RandomType):
             continue
@@ -110,16 +117,19 @@ def _batched_leaves(stats, replace, n, rows):
         else:
             continue
         if len(shape) >= 1 and shape[0] == n:
-            replace[leaf] = pt.expand_dims(rows(leaf), 1)
+            part = rows(leaf) if span is None else leaf[span[0] : span[1]]
+            replace[leaf] = pt.expand_dims(part, 1)
 
 
-def per_record(g, batch_leaves, recs=None):
+def per_record(g, batch_leaves, recs=None, span=None):
     """Graph of t(x_i) for all i, shape (n, m): the statistic on one-record data sets.
 
     ``g`` is a :class:`~pymc_dp.step_methods.da_blocks.BlockGraph`. With ``batch_leaves``,
     data of leading length ``n`` in the statistic are split into records too. With ``recs``
     (value var -> replacement), t is evaluated at the replacement records (e.g. the proposals)
-    instead of the value variables. None when the statistic cannot be vectorized so.
+    instead of the value variables. With ``span = (start, stop)`` (symbolic scalars) the
+    replacement records are records ``start:stop`` and the data are sliced to match. None when
+    the statistic cannot be vectorized so.
     """
 
     def rows(v):
@@ -127,7 +137,7 @@ def per_record(g, batch_leaves, recs=None):
 
     replace = {v: pt.expand_dims(rows(v), 1) for v in g.values}
     if batch_leaves:
-        _batched_leaves(g.stats, replace, g.n, rows)
+        _batched_leaves(g.stats, replace, g.n, rows, span)
     try:
         t = vectorize_graph(g.T_flat, replace=replace)
     except Exception:
@@ -161,23 +171,52 @@ def _t_function(g, t_recs, recs_in, free):
     return fn, has_extra
 
 
+def _chunk_function(g, batch_leaves, free, has_extra):
+    """:class:`~pymc_dp.step_methods.da_chunks.RecordChunks` of a large block, or None.
+
+    Only when ``t`` reads nothing but the records and data split into records (no other
+    variable, no observed children's log-ratios): then ``t`` of records ``start:stop`` is rows
+    ``start:stop`` of ``t`` of all records, whatever else the point holds.
+    """
+    if not _large(g.n) or free or has_extra:
+        return None
+    start, stop = pt.lscalar("start"), pt.lscalar("stop")
+    recs = [pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape[1:]), name=f"{v.name}_chunk")
+            for v in g.values]  # fmt: skip
+    t = per_record(g, batch_leaves, dict(zip(g.values, recs, strict=True)), (start, stop))
+    if t is None:
+        return None
+    allowed = {start, stop, *recs}
+    if any(
+        not isinstance(i, Constant | SharedVariable) and i not in allowed for i in graph_inputs([t])
+    ):
+        return None
+    fn = g.compile([pt.cast(t, "float64")], [start, stop, *recs])
+    fn.trust_input = True
+    return RecordChunks(fn, g.n, da_chunks.CHUNK)
+
+
 class _Checker:
     """Evaluates ``[T, sum_i t(x_i)]`` (:meth:`at`) and the stacked per-record log-density
     terms (:meth:`rows_at`) with given records put into a point.
 
     Two functions, so that the many additivity evaluations do not also compute the row terms.
-    From :data:`LARGE_BLOCK` records on they are compiled in the block's own mode (by default
-    the C VM: fused loops, garbage collection): unfused, a Python-linker evaluation of 10^8
-    records held several temporary arrays per term at once (the peak of the step's
-    construction).
+    For large blocks (:data:`~pymc_dp.step_methods.da_chunks.LARGE_BLOCK` records on) they are
+    compiled in the block's own mode (by default the C VM: fused loops, garbage collection):
+    unfused, a Python-linker evaluation of 10^8 records held several temporary arrays per term
+    at once (the peak of the step's construction). With ``chunks``, ``sum_i t(x_i)`` is summed
+    chunk by chunk, by the very function the sweep uses: the decomposition checked is the one
+    sampled, and no ``(n, m)`` array is made.
     """
 
-    def __init__(self, g, t_flat):
+    def __init__(self, g, t_flat, chunks=None):
         # the block's own compile mode (the C VM with garbage collection by default for large
         # blocks); None: the Python linker (CHECK_MODE)
-        mode = g.ck.get("mode") if g.n >= LARGE_BLOCK else None
-        self.check = g.compile_check([g.T_flat, t_flat.sum(0)], mode=mode)
+        mode = g.ck.get("mode") if _large(g.n) else None
+        outs = [g.T_flat] if chunks is not None else [g.T_flat, t_flat.sum(0)]
+        self.check = g.compile_check(outs, mode=mode)
         self._rows = g.compile_check([pt.stack(g.row_terms)], mode=mode)
+        self.chunks = chunks
         self.pos = g.pos
         self.args = g.args
         self.n = g.n
@@ -190,8 +229,11 @@ class _Checker:
 
     def at(self, recs, base=None):
         """``[T, sum_i t(x_i), None]`` at records ``recs`` (in ``base``, default the point)."""
-        return [*(np.asarray(o, dtype=np.float64) for o in self.check(*self._point(recs, base))),
-                None]  # fmt: skip
+        point = self._point(recs, base)
+        out = [np.asarray(o, dtype=np.float64) for o in self.check(*point)]
+        if self.chunks is not None:
+            out.append(self.chunks.total(point, recs))
+        return [*out, None]
 
     def rows_at(self, recs, base=None):
         """The stacked per-record log-density terms at records ``recs``."""
@@ -256,8 +298,9 @@ def compile_additive(g, batch_leaves, get_proposer):
         return None
     free = bool(_free_inputs(g))
     fn, has_extra = _t_function(g, t_recs, recs_in, free)
+    chunks = _chunk_function(g, batch_leaves, free, has_extra)
     proposer = get_proposer()
-    chk = _Checker(g, t_flat)
+    chk = _Checker(g, t_flat, chunks)
     rng = np.random.default_rng(12345)
     proposer.reseed(rng)
     first = next(_forward_draws(g, proposer, rng, 1))
@@ -277,7 +320,8 @@ def compile_additive(g, batch_leaves, get_proposer):
     configs = itertools.chain([cur], _forward_draws(g, proposer, rng), mixtures(cur, alt, g.n, rng))
     try:
         consts = additive_consts(chk.at, chk.args, configs)
-        fn(*chk.args, *cur)
+        if chunks is None:  # (a chunked block's sums above ran the chunk function)
+            fn(*chk.args, *cur)
     except Exception:
         # the one-record graph does not run: records selected by a boolean mask or an integer
         # index (x[mask].sum(), x[idx].sum()) have no one-record form (broadcast / index
@@ -287,10 +331,14 @@ def compile_additive(g, batch_leaves, get_proposer):
         return None
     # 2. conditional independence: changing record j changes only row j of the terms
     check_rows(chk.rows_at, cur, alt, changed, g.n, g.label)
-    t_cur = np.ascontiguousarray(fn(*chk.args, *cur)[0], dtype=np.float64)
-    t_alt = np.ascontiguousarray(fn(*chk.args, *alt)[0], dtype=np.float64)
     const = np.ascontiguousarray(np.asarray(consts, dtype=np.float64).reshape(-1))
-    return AdditiveFit(fn, has_extra, proposer, const, free, (t_alt, t_cur))
+    if chunks is not None:
+        pairs = lambda: chunks.pairs(chk.args, alt, cur)  # noqa: E731
+    else:
+        t_cur = np.ascontiguousarray(fn(*chk.args, *cur)[0], dtype=np.float64)
+        t_alt = np.ascontiguousarray(fn(*chk.args, *alt)[0], dtype=np.float64)
+        pairs = lambda: iter([(0, t_alt, t_cur)])  # noqa: E731
+    return AdditiveFit(fn, has_extra, proposer, const, free, pairs, chunks)
 
 
 def _current_t(spec, scratch, args, cur):
@@ -324,6 +372,9 @@ def additive_sweep(spec, scratch, args, rng) -> SweepResult:
     -------
     SweepResult
     """
+    if getattr(spec, "chunk_fn", None) is not None:
+        props, n_acc, min_prob, mean_prob = chunked_sweep(spec, scratch, args, rng, _noise(spec))
+        return SweepResult(props, n_acc, min_prob, mean_prob)
     cur = [args[p] for p in spec.pos]
     # evaluated first, so that nothing computed below can share memory with its output
     t_cur = _current_t(spec, scratch, args, cur)
@@ -343,7 +394,7 @@ def additive_sweep(spec, scratch, args, rng) -> SweepResult:
     rej = info.rejected
     for prop, c in zip(props, cur, strict=True):
         prop[rej] = c[rej]
-    if spec.n < LARGE_BLOCK:
+    if not _large(spec.n):
         scratch.t_cur = t_cur
         scratch.last = props
     else:

@@ -311,15 +311,15 @@ def check_rows_randomized(rc: RowCheck, what: str, rng) -> None:
     )
 
 
-def check_sensitivity(spec, t_new, t_old, idx, count) -> None:
+def check_sensitivity(spec, t_new, t_old, idx, count, offset=0) -> None:
     """Raise when replacing a listed record moves a release by more than its declared
-    sensitivity (additive path; ``t_new``/``t_old``: (n, m) contributions; ``spec`` a
-    :class:`~pymc_dp.step_methods.da_spec.BlockSpec`)."""
+    sensitivity (additive path; ``t_new``/``t_old``: (n, m) contributions of records
+    ``offset, offset + 1, ...``; ``spec`` a :class:`~pymc_dp.step_methods.da_spec.BlockSpec`)."""
     if spec.sens is None or not np.isfinite(spec.sens).any():
         return
     i, r, ch = sensitivity_excess(t_new, t_old, idx, count, spec.comp_release, spec.sens, spec.l2)
     if i >= 0:
-        raise ValueError(sensitivity_message(spec, int(i), int(r), float(ch)))
+        raise ValueError(sensitivity_message(spec, offset + int(i), int(r), float(ch)))
 
 
 def sensitivity_message(spec, i, r, change) -> str:

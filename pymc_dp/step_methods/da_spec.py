@@ -89,6 +89,9 @@ class BlockSpec:
         Declared sensitivity per release (inf: not declared, not checked), the release of each
         flattened component, whether a release's sensitivity is an L2 (else L1) bound, and its
         mechanism family.
+    chunk_fn : RecordChunks or None
+        Large additive blocks whose ``t`` reads only the records and data: ``t`` over record
+        ranges (:mod:`pymc_dp.step_methods.da_chunks`); the sweep then goes chunk by chunk.
     """
 
     names: list
@@ -109,6 +112,7 @@ class BlockSpec:
     comp_release: np.ndarray
     l2: np.ndarray
     families: list
+    chunk_fn: object = None
 
 
 class BlockScratch:
@@ -132,10 +136,15 @@ class BlockScratch:
         """Forget the cached contributions ``t(x_i)`` of the current records."""
         self.t_cur = None  # (n, m) float64, t of the records in self.last
         self.last = None  # the record arrays returned by the last sweep
+        # chunked blocks: the statistic of the records last returned, and weak references
+        # to those arrays (nothing per record is kept)
+        self.total = None
+        self.last_ref = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["t_cur"] = state["last"] = None  # a cache, possibly large: not pickled
+        # a cache, possibly large (weak references cannot be pickled): not pickled
+        state["t_cur"] = state["last"] = state["total"] = state["last_ref"] = None
         return state
 
 
@@ -277,9 +286,11 @@ def build_spec(g) -> BlockSpec:
         comp_release=rel.comp_release,
         l2=rel.l2,
         families=[m.family for m in rel.mechs],
+        chunk_fn=None if fit is None else fit.chunks,
     )
     if fit is not None:
         # the records tried at construction (current ones and records made to differ)
-        t_a, t_b = fit.check_t
-        check_sensitivity(spec, t_a, t_b, np.arange(g.n, dtype=np.int64), g.n)
+        for start, t_a, t_b in fit.check_pairs():
+            idx = np.arange(t_a.shape[0], dtype=np.int64)
+            check_sensitivity(spec, t_a, t_b, idx, len(idx), offset=start)
     return spec

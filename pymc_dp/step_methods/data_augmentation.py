@@ -159,8 +159,9 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.compile.mode import Mode
 
+from pymc_dp.step_methods import da_chunks
 from pymc_dp.step_methods.claims import claim_model, release_records
-from pymc_dp.step_methods.da_additive import LARGE_BLOCK, SweepResult, additive_sweep
+from pymc_dp.step_methods.da_additive import SweepResult, additive_sweep
 from pymc_dp.step_methods.da_blocks import BuildOptions, block_graph, partition
 from pymc_dp.step_methods.da_generic import generic_sweep
 from pymc_dp.step_methods.da_proposals import generator_states, reseed, set_generator_states
@@ -214,14 +215,14 @@ def _default_mode(n_records=None):
     The sweep function is called once per iteration on small arrays, so call overhead matters:
     with PyTensor's numba backend, passing the random generators into the compiled code costs
     about 130 microseconds per call; the C VM calls numpy's generators directly (~20-30 us).
-    Below :data:`~pymc_dp.step_methods.da_additive.LARGE_BLOCK` record values the VM keeps its
+    Below :data:`~pymc_dp.step_methods.da_chunks.LARGE_BLOCK` record values the VM keeps its
     intermediate arrays between calls (``cvm_nogc``, no reallocation); from there on it frees
     them after each call (``cvm``): kept intermediates cost tens of bytes per record for the
     whole run (measured 96 bytes per Bernoulli record with a covariate), where a reallocation
     per sweep costs little next to a sweep over that many records.
     """
     if pytensor.config.cxx:
-        large = n_records is not None and n_records >= LARGE_BLOCK
+        large = n_records is not None and n_records >= da_chunks.LARGE_BLOCK
         return Mode(linker="cvm" if large else "cvm_nogc", optimizer="fast_run")
     return None
 
@@ -394,7 +395,12 @@ class DataAugmentation(BlockedStep):
         self._reset_rngs()
 
     def step(self, point):
-        """One sweep over all records of all blocks (the incoming point is not modified)."""
+        """One sweep over all records of all blocks.
+
+        The incoming point is not modified, except the record arrays of large blocks that
+        sweep in chunks (:mod:`~pymc_dp.step_methods.da_chunks`): those are updated in place
+        and returned in the new point, so that a run holds one copy of the records.
+        """
         new_point = dict(point)
         n_acc = n_tot = 0
         min_prob, sum_prob = 1.0, 0.0

@@ -404,6 +404,16 @@ def release_noise_variances(model, spec) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def _contribution_batches(spec, args, recs):
+    """``t`` of the records ``recs``: all at once, or chunk by chunk for a chunked block."""
+    chunks = getattr(spec, "chunk_fn", None)
+    if chunks is None:
+        yield np.asarray(spec.fn(*args, *recs)[0], dtype=np.float64)
+        return
+    for s, e in chunks.bounds():
+        yield chunks.rows(args, recs, s, e)
+
+
 def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndarray:
     r"""Per released component, the fraction of the statistic's variance the release leaves.
 
@@ -468,18 +478,20 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
     # combination of per-batch means and sums of squared deviations)
     count, mean, m2 = 0, 0.0, 0.0
     for _ in range(draws):
-        t = np.asarray(spec.fn(*args, *spec.proposer.draw(args, rng))[0], dtype=np.float64)
-        t = t.reshape(t.shape[0], -1)
-        k = t.shape[0]
-        mean_b = t.mean(axis=0)
-        # column by column: one temporary of n values instead of two of (n, m)
-        m2_b = np.array([np.dot(d, d) for d in (t[:, j] - mean_b[j] for j in range(t.shape[1]))])
-        delta = mean_b - mean
-        tot = count + k
-        mean = mean + delta * (k / tot)
-        m2 = m2 + m2_b + delta**2 * (count * k / tot)
-        count = tot
-        del t
+        for t in _contribution_batches(spec, args, spec.proposer.draw(args, rng)):
+            t = t.reshape(t.shape[0], -1)
+            k = t.shape[0]
+            mean_b = t.mean(axis=0)
+            # column by column: one temporary of n values instead of two of (n, m)
+            m2_b = np.array(
+                [np.dot(d, d) for d in (t[:, j] - mean_b[j] for j in range(t.shape[1]))]
+            )
+            delta = mean_b - mean
+            tot = count + k
+            mean = mean + delta * (k / tot)
+            m2 = m2 + m2_b + delta**2 * (count * k / tot)
+            count = tot
+            del t
     v_t = int(spec.n) * m2 / (count - 1)
     total = noise_var + v_t
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -8,13 +8,13 @@ import pytensor
 import pytensor.tensor as pt
 
 import pymc_dp as pmdp
-from pymc_dp.step_methods import da_additive, data_augmentation
+from pymc_dp.step_methods import da_additive, da_chunks, data_augmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
 
-def _chain(monkeypatch, large_from, n=400, sweeps=6, seed=11):
-    monkeypatch.setattr(da_additive, "LARGE_BLOCK", large_from)
-    monkeypatch.setattr(data_augmentation, "LARGE_BLOCK", large_from)
+def _chain(monkeypatch, large_from, n=400, sweeps=6, seed=11, chunk=1 << 30):
+    monkeypatch.setattr(da_chunks, "LARGE_BLOCK", large_from)
+    monkeypatch.setattr(da_chunks, "CHUNK", chunk)
     cov = np.linspace(-1.0, 1.0, n)
     with pm.Model() as model:
         x = pm.Bernoulli("x", logit_p=0.3 - 0.8 * cov, shape=n)
@@ -35,7 +35,8 @@ def test_large_block_recomputes_instead_of_caching(monkeypatch):
     instead of caching it; t is a deterministic function of the records, so the chain is the
     same draw for draw. Negative control: a different seed gives a different chain."""
     small, scratch_small, _ = _chain(monkeypatch, 1 << 30)
-    large, scratch_large, step = _chain(monkeypatch, 100)
+    large, scratch_large, step = _chain(monkeypatch, 100, chunk=64)
+    assert step._blocks[0][0].chunk_fn is not None
     assert (large.std(axis=0) > 0).any()  # the chain moves
     assert scratch_small.t_cur is not None and scratch_large.t_cur is None
     assert scratch_large.last is None
@@ -43,7 +44,7 @@ def test_large_block_recomputes_instead_of_caching(monkeypatch):
     # the large block's functions free their intermediates (C VM with garbage collection)
     if pytensor.config.cxx:
         assert step._blocks[0][0].fn.maker.mode.linker.allow_gc is True
-    other, _, _ = _chain(monkeypatch, 100, seed=12)
+    other, _, _ = _chain(monkeypatch, 100, seed=12, chunk=64)
     assert not np.array_equal(other, large)
 
 
@@ -73,7 +74,7 @@ def test_large_block_checks_compute_what_the_small_ones_do(monkeypatch):
     t_flat = da_additive.per_record(g, True)
     outs = {}
     for large_from in (1 << 30, 10):
-        monkeypatch.setattr(da_additive, "LARGE_BLOCK", large_from)
+        monkeypatch.setattr(da_chunks, "LARGE_BLOCK", large_from)
         chk = da_additive._Checker(g, t_flat)
         recs = [np.asarray(ip["x"])]
         flipped = [1 - recs[0]]
