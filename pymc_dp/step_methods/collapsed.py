@@ -56,6 +56,7 @@ from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.step_methods.claims import claim_model, release_records
 from pymc_dp.step_methods.collapse_plan import claimable_records, collapse_plan
 from pymc_dp.step_methods.collapsed_block import CollapsedBlock, collapsed_updater, simple_plan
@@ -63,7 +64,7 @@ from pymc_dp.step_methods.collapsed_block import CollapsedBlock, collapsed_updat
 __all__ = ["CollapsedRecords"]
 
 
-class CollapsedRecords(BlockedStep):
+class CollapsedRecords(ForgetsInitialPoint, BlockedStep):
     """Gibbs step over the statistic of exchangeable records and their conjugate parameters.
 
     Parameters

@@ -117,6 +117,7 @@ from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import InvGammaRV, MvNormalRV, NormalRV
 from pytensor.tensor.subtensor import AdvancedSubtensor, Subtensor
 
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.kernels.conjugate import _precision_draw, draw_mvnormal_precision
 from pymc_dp.step_methods.claims import claim_model, parameter_claimable
 from pymc_dp.step_methods.conjugate_pairs import (
@@ -777,7 +778,7 @@ class ConjugateGibbsState(StepMethodState):
     are exact and independent of the previous value, so nothing else carries over)."""
 
 
-class ConjugateGibbs(BlockedStep):
+class ConjugateGibbs(ForgetsInitialPoint, BlockedStep):
     r"""Exact Gibbs draw of parameters from their full conditional given their (latent or
     observed) children, for every conjugate pair of
     :data:`~pymc_dp.step_methods.conjugate_pairs.PAIRS` and for Normal / MvNormal regression

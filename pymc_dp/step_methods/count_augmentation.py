@@ -58,6 +58,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.kernels.count_augmentation import AuxRates, count_augmentation_sweep, init_aux_rates
 from pymc_dp.kernels.count_posterior import draw_true_counts
 from pymc_dp.step_methods.claims import model_of, privatized_true_counts
@@ -110,7 +111,7 @@ def _target(model, value_var, compile_kwargs) -> _Target:
     return _Target(value_var.name, fn, float(obs.owner.op.mechanism.alpha))
 
 
-class CountAugmentation(BlockedStep):
+class CountAugmentation(ForgetsInitialPoint, BlockedStep):
     """Gibbs step for Privatized Poisson true counts: a direct exact draw of each count (the
     default) or Schein et al.'s (2019) Skellam-Bessel augmentation.
 

@@ -159,6 +159,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.compile.mode import Mode
 
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.step_methods import da_chunks
 from pymc_dp.step_methods.claims import claim_model, release_records
 from pymc_dp.step_methods.da_additive import SweepResult, additive_sweep
@@ -257,7 +258,7 @@ def _check_method(method) -> str:
     return method
 
 
-class DataAugmentation(BlockedStep):
+class DataAugmentation(ForgetsInitialPoint, BlockedStep):
     """Data-augmentation (Ju et al. 2022) Metropolis-within-Gibbs step for latent records.
 
     Parameters

@@ -66,6 +66,7 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pytensor.graph.traversal import graph_inputs
 
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.distributions.markov_chain import MarkovChainRV, models_with_markov_chains
 from pymc_dp.kernels.ffbs import ffbs_sample
 from pymc_dp.step_methods.claims import direct_rv_parents
@@ -447,7 +448,7 @@ def log_chain_params(plan: FFBSPlan, args):
         return np.log(init), np.log(trans)
 
 
-class FFBS(BlockedStep):
+class FFBS(ForgetsInitialPoint, BlockedStep):
     """Gibbs block for the states of a MarkovChain: forward filtering, backward sampling.
 
     Parameters
