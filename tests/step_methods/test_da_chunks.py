@@ -246,3 +246,31 @@ def test_chunked_records_in_parallel_chains_match_sequential(chunked):
         par = pm.sample(cores=2, **kw)
     np.testing.assert_array_equal(seq.posterior["p"].values, par.posterior["p"].values)
     assert np.unique(seq.posterior["p"].values).size > 10  # the chains move
+
+
+def test_two_column_and_categorical_records_chunked_like_whole(monkeypatch, chunked):
+    """Records of shape (n, 2) (rows sliced with their columns) and categorical records counted
+    per category."""
+    n = 260
+    with pm.Model() as two_col:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=2)
+        x = pm.Normal("x", mu, 1.0, shape=(n, 2))
+        pmdp.Release("z", pt.clip(x, -1.0, 1.0).sum(0), pmdp.Laplace(epsilon=1.0, sensitivity=4.0),
+                     observed=[30.0, -12.0])  # fmt: skip
+    with pm.Model() as cat:
+        w = pm.Dirichlet("w", np.ones(3))
+        c = pm.Categorical("c", p=w, shape=n)
+        counts = pt.stack([pt.eq(c, k).sum() for k in range(3)])
+        pmdp.Release("z", counts, pmdp.Laplace(epsilon=1.0, sensitivity=2.0),
+                     observed=[100.0, 90.0, 70.0])  # fmt: skip
+    chains = {}
+    for whole in (False, True):
+        if whole:
+            _whole(monkeypatch)
+        for model, name in ((two_col, "x"), (cat, "c")):
+            chain, step = _run(model, [name], sweeps=4)
+            assert (step._blocks[0][0].chunk_fn is None) == whole
+            chains[(name, whole)] = chain
+    for name in ("x", "c"):
+        assert (chains[(name, True)][1:] != chains[(name, True)][:-1]).any()
+        np.testing.assert_array_equal(chains[(name, False)], chains[(name, True)])
