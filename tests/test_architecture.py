@@ -3,7 +3,8 @@
 Layers, bottom to top (a module may import its own layer and the layers below, never above;
 imports inside functions count):
 
-0. ``pymc_dp._cache``, ``pymc_dp._validation``, ``pymc_dp.testing``: helpers;
+0. ``pymc_dp._cache``, ``pymc_dp._pymc_hooks``, ``pymc_dp._validation``, ``pymc_dp.testing``:
+   helpers;
 1. ``pymc_dp.math``, ``pymc_dp.kernels``: pure math (numpy, numba, PyTensor scalar ops);
 2. ``pymc_dp.accounting``, ``pymc_dp.mechanisms``: what a release is and what it costs;
 3. ``pymc_dp.distributions``: PyMC distributions and graph nodes;
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "pymc_dp"
 
 LAYERS = {
     "pymc_dp._cache": 0,
+    "pymc_dp._pymc_hooks": 0,
     "pymc_dp._validation": 0,
     "pymc_dp.testing": 0,
     "pymc_dp.math": 1,
