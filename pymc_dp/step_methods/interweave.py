@@ -1,0 +1,535 @@
+r"""Non-centred interweaving move for Normal records behind a ``Release`` (issue 23).
+
+Yu & Meng (2011), "To Center or Not to Center: That Is Not the Question -- An
+Ancillarity-Sufficiency Interweaving Strategy (ASIS) for Boosting MCMC Efficiency", Journal of
+Computational and Graphical Statistics 20(3), 531-570: componentwise interweaving of a
+*centred* (sufficient) and a *non-centred* (ancillary) parameterization of the latent data.
+
+Why
+---
+pymc_dp's default steps are a centred Gibbs scan: records given parameters
+(:class:`~pymc_dp.step_methods.DataAugmentation`), then parameters given records
+(:class:`~pymc_dp.step_methods.ConjugateGibbs`). When the release is noisy the records hold
+almost all the information about the parameters that the chain "sees" (fraction of missing
+information near 1) and the scan moves the parameters by about their *complete-data* posterior
+standard deviation per iteration, far less than their posterior spread.
+
+The move
+--------
+Normal records ``x = loc(theta) + scale(theta) * e`` with ``e`` iid standard normal a priori
+(``loc`` may read earlier records: in a regression ``y``'s location reads the record ``X``,
+so ``X(theta, e_X)`` is formed first and then ``y(theta, X(theta, e_X), e_y)``). In the
+coordinates ``(theta, e)`` the joint density is
+
+.. math::
+
+    p(\theta, x(\theta, e)) \prod_i \mathrm{scale}_i(\theta),
+
+the product running over every record element (the Jacobian of ``e -> x``). One call of the
+step
+
+1. computes ``e = (x - loc(theta)) / scale(theta)`` at the current point;
+2. runs ``n_steps`` Metropolis-Hastings steps on ``theta`` (in PyMC's unconstrained value
+   space) targeting ``log p_model(theta, x(theta, e)) + sum log scale(theta)`` with ``e``
+   fixed: every model term is in the target (priors, the Release's density of the statistic
+   of ``x(theta, e)``, other likelihood terms, Potentials), compiled from ``model.logp()`` by
+   substituting the records by ``loc + scale * e``;
+3. writes ``theta'`` and ``x = loc(theta') + scale(theta') e`` into the point.
+
+This is an exact Metropolis-Hastings update of ``theta`` given ``e`` (and every other
+variable), i.e. of a reparameterized state, so it leaves the posterior invariant; appended to
+the centred steps it gives Yu & Meng's interweaving. The proposal is a Gaussian random walk
+(:class:`pymc_dp.kernels.interweave.AdaptiveRWM`) whose covariance and scale adapt during
+tuning only: after tuning the kernel is fixed.
+
+Which models
+------------
+The records are those of :func:`pymc_dp.step_methods.claims.release_records` (what
+DataAugmentation claims) that are untransformed continuous ``pm.Normal`` variables whose
+location or scale reads a continuous free parameter (directly, or through another such record).
+The parameters moved are the continuous free variables those locations and scales read. Other
+records (Bernoulli, Poisson, ...) are left alone; a model without such Normal records, or
+without an observed Release, gets no move (:func:`interweave_plan` returns None).
+
+How ``pm.sample`` adds it
+-------------------------
+:func:`install_interweave_hook` wraps PyMC's ``instantiate_steppers`` (PyMC has no registry for
+extra moves): after PyMC built the steps it selected itself, the move is appended last to the
+compound step when :func:`interweave_plan` finds Normal records and the user did not pass an
+``Interweave`` step. Steps passed explicitly with ``pm.sample(step=[...])`` covering every
+variable are left as they are (add ``Interweave(model=m)`` to that list to get the move).
+
+Turning it off: ``pm.sample(interweave=False)``. Options: ``pm.sample(interweave={"n_steps":
+5})`` (keyword arguments of :class:`Interweave`, PyMC's ``step_kwargs`` convention).
+
+Sampler statistics: ``iw_accept`` (mean acceptance probability of the call's Metropolis-Hastings
+steps) and ``iw_scale`` (the proposal's current global scale factor).
+
+Examples
+--------
+>>> import numpy as np, pymc as pm, pymc_dp as pmdp
+>>> from pymc_dp.step_methods.interweave import Interweave, interweave_plan
+>>> with pm.Model() as m:
+...     mu = pm.Normal("mu", np.float64(0.0), np.float64(1.0))
+...     x = pm.Normal("x", mu, np.float64(1.0), shape=4)
+...     _ = pmdp.Release("z", x.sum(), pmdp.Gaussian(sigma=2.0), observed=np.float64(1.5))
+>>> plan = interweave_plan(m)
+>>> [v.name for v in plan.records], [v.name for v in plan.parameters]
+(['x'], ['mu'])
+>>> step = Interweave(model=m, rng=1)
+>>> point, stats = step.step(m.initial_point())
+>>> sorted(point), 0.0 <= stats[0]["iw_accept"] <= 1.0
+(['mu', 'x'], True)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pymc.model import modelcontext
+from pymc.pytensorf import compile as pm_compile
+from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
+from pymc.step_methods.state import dataclass_state
+from pymc.util import get_random_generator, get_value_vars_from_user_vars
+from pytensor.compile.mode import Mode
+from pytensor.graph.replace import graph_replace
+from pytensor.graph.traversal import graph_inputs
+from pytensor.tensor.random.basic import NormalRV
+
+from pymc_dp._pymc_hooks import ForgetsInitialPoint, wrap_module_function
+from pymc_dp.kernels.interweave import AdaptiveRWM
+from pymc_dp.step_methods.claims import direct_rv_parents, observed_releases, release_records
+
+__all__ = [
+    "Interweave",
+    "InterweavePlan",
+    "InterweaveState",
+    "install_interweave_hook",
+    "interweave_plan",
+]
+
+#: PyMC's ``instantiate_steppers`` before the hook wrapped it
+_PYMC_INSTANTIATE = None
+
+
+class InterweavePlan(NamedTuple):
+    """What the move transforms and moves (:func:`interweave_plan`)."""
+
+    records: list
+    """Normal record variables, in the model's (topological) order."""
+    parameters: list
+    """Continuous free parameters their locations and scales read."""
+
+
+def _is_continuous(var) -> bool:
+    return var.dtype.startswith("float")
+
+
+def interweave_plan(model=None, parameters=None) -> InterweavePlan | None:
+    """The records and parameters of the interweaving move in ``model``, or None.
+
+    Parameters
+    ----------
+    model : pm.Model, optional
+        Default: the model in context.
+    parameters : list of random variables, optional
+        Restrict the moved parameters to these (default: every eligible one).
+
+    Returns
+    -------
+    InterweavePlan or None
+        None when the model holds no observed Release, no untransformed continuous Normal
+        record, or no record location/scale that reads a continuous free parameter.
+
+    Examples
+    --------
+    Bernoulli records get no move:
+
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+    ...     x = pm.Bernoulli("x", p, shape=5)
+    ...     _ = pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=np.float64(2.0))
+    >>> interweave_plan(m) is None
+    True
+    """
+    model = modelcontext(model)
+    if not observed_releases(model):
+        return None
+    records = release_records(model)
+    if not records:
+        return None
+    free = list(model.free_RVs)
+    free_set, basic = set(free), set(model.basic_RVs)
+    allowed = None if parameters is None else set(parameters)
+    normal = [
+        rv
+        for rv in free
+        if rv in records
+        and isinstance(getattr(rv.owner, "op", None), NormalRV)
+        and model.rvs_to_transforms.get(rv) is None
+        and _is_continuous(rv)
+    ]
+    params, moved = [], []
+    for rv in normal:  # free_RVs are in creation order: parents come first
+        parents = direct_rv_parents(rv, basic)
+        own = [
+            p
+            for p in parents
+            if p in free_set
+            and p not in records
+            and _is_continuous(p)
+            and (allowed is None or p in allowed)
+        ]
+        if own or any(p in moved for p in parents):
+            moved.append(rv)
+            params.extend(p for p in own if p not in params)
+    if not params:
+        return None
+    order = {rv: i for i, rv in enumerate(free)}
+    return InterweavePlan(records=moved, parameters=sorted(params, key=order.__getitem__))
+
+
+@dataclass_state
+class InterweaveState(StepMethodState):
+    """Sampling state of :class:`Interweave`: the generator (``rng``), whether it tunes, and the
+    proposal's adaptation (:meth:`pymc_dp.kernels.interweave.AdaptiveRWM.get_state`)."""
+
+    tune: bool
+    adaptation: dict
+
+
+def _default_mode():
+    """The C VM without garbage collection when a C compiler is configured (a small function
+    called a few times per iteration: call overhead matters), else PyTensor's default."""
+    if pytensor.config.cxx:
+        return Mode(linker="cvm_nogc", optimizer="fast_run")
+    return None
+
+
+class Interweave(ForgetsInitialPoint, BlockedStep):
+    r"""Non-centred interweaving move for Normal records (Yu & Meng 2011).
+
+    See the module docstring for the algorithm; in short, with ``e = (x - loc) / scale`` held
+    fixed, ``n_steps`` adaptive random-walk Metropolis-Hastings steps move the parameters
+    ``theta`` under ``log p(theta, x(theta, e)) + sum log scale(theta)``, then the records are
+    set to ``loc(theta) + scale(theta) e``.
+
+    Parameters
+    ----------
+    vars : list, optional
+        Parameters to move (random or value variables); default every eligible one
+        (:func:`interweave_plan`). The records are found from the model.
+    model : pm.Model, optional
+    rng : seed or numpy Generator, optional
+        Replaced per chain by ``pm.sample`` (``setup_chain``).
+    n_steps : int, default 5
+        Metropolis-Hastings steps per call (``e`` fixed).
+    init_sd : float, default 0.1
+        Proposal standard deviation per unconstrained coordinate before the first covariance
+        estimate.
+    jacobian : bool, default True
+        Include ``sum log scale(theta)``. ``False`` gives a *wrong* move, kept only as the
+        negative control of the test suite.
+    initial_point, compile_kwargs, blocked
+        As PyMC passes them. ``compile_kwargs={"mode": ...}`` overrides the compile mode.
+
+    Raises
+    ------
+    ValueError
+        When the model has no eligible records or parameters (see :func:`interweave_plan`).
+
+    Notes
+    -----
+    ``pm.sample`` appends the move by itself once :func:`install_interweave_hook` ran.
+    Adaptation happens only while ``self.tune`` is true (set from ``setup_chain``'s ``tune``
+    and cleared by ``stop_tuning``); each chain starts from the same untrained proposal, so
+    chains do not depend on each other and ``cores=1`` and ``cores=2`` give the same draws.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> from pymc_dp.step_methods.interweave import Interweave
+    >>> with pm.Model() as m:
+    ...     v = pm.InverseGamma("v", np.float64(3.0), np.float64(2.0))
+    ...     mu = pm.Normal("mu", np.float64(0.0), pm.math.sqrt(v))
+    ...     x = pm.Normal("x", mu, pm.math.sqrt(v), shape=10)
+    ...     _ = pmdp.Release("z", pm.math.clip(x, -2.0, 2.0).sum(),
+    ...                      pmdp.Laplace(epsilon=1.0, sensitivity=4.0), observed=np.float64(3.0))
+    ...     step = Interweave(model=m, n_steps=3, rng=2)
+    >>> [v.name for v in step.vars]
+    ['v_log__', 'mu', 'x']
+    >>> pt, st = step.step(m.initial_point())
+    >>> pt["x"].shape, sorted(st[0])
+    ((10,), ['iw_accept', 'iw_scale'])
+    """
+
+    name = "interweave"
+    default_blocked = True
+    stats_dtypes_shapes: ClassVar[dict] = {
+        "iw_accept": (np.float64, []),
+        "iw_scale": (np.float64, []),
+    }
+    _state_class = InterweaveState
+
+    def __init__(
+        self,
+        vars=None,
+        *,
+        model=None,
+        blocked=True,
+        rng=None,
+        initial_point=None,
+        compile_kwargs=None,
+        n_steps: int = 5,
+        init_sd: float = 0.1,
+        jacobian: bool = True,
+    ):
+        model = modelcontext(model)
+        self.n_steps = int(n_steps)
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps!r}")
+        self.jacobian = bool(jacobian)
+        requested = None
+        if vars is not None:
+            values = get_value_vars_from_user_vars(vars, model)
+            requested = [model.values_to_rvs[v] for v in values]
+        plan = interweave_plan(model, requested)
+        if plan is None:
+            raise ValueError(
+                "Interweave: the model has no continuous pm.Normal record of an observed "
+                "Release whose location or scale reads a continuous free parameter"
+                + ("" if requested is None else " among the variables given")
+            )
+        self.plan_names = (
+            [model.rvs_to_values[p].name for p in plan.parameters],
+            [model.rvs_to_values[r].name for r in plan.records],
+        )
+        self.vars = [model.rvs_to_values[v] for v in (*plan.parameters, *plan.records)]
+        self.blocked = True
+        self.rng = get_random_generator(rng)
+        self.tune = True
+        ip = model.initial_point() if initial_point is None else initial_point
+        ck = dict(compile_kwargs or {})
+        if ck.get("mode") is None:
+            ck["mode"] = _default_mode()
+        with warnings.catch_warnings():
+            # the C backend warns once per process when it finds no BLAS: the move's linear
+            # algebra is on small arrays
+            warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
+            self._build(model, plan, ip, ck)
+        self._rwm = AdaptiveRWM(self._dim, init_sd=init_sd)
+
+    # ------------------------------------------------------------------ compilation
+    def _build(self, model, plan, ip, ck) -> None:
+        values = model.rvs_to_values
+        p_vals = [values[p] for p in plan.parameters]
+        r_vals = [values[r] for r in plan.records]
+        dist = []
+        for r in plan.records:
+            loc, scale = r.owner.op.dist_params(r.owner)
+            dist += [loc, scale]
+        dist = model.replace_rvs_by_values(dist)
+        locs, scales = dist[0::2], dist[1::2]
+        noises = [v.type(name=f"{v.name}_noise") for v in r_vals]
+
+        # records as functions of (theta, e): earlier records substituted into later ones
+        x_of, xs, jac_terms = {}, [], []
+        for v, e, loc, scale in zip(r_vals, noises, locs, scales, strict=True):
+            if x_of:
+                loc, scale = graph_replace([loc, scale], x_of, strict=False)
+            x = pt.cast(loc + scale * e, v.dtype)
+            x_of[v] = x
+            xs.append(x)
+            jac_terms.append((pt.log(scale) * pt.ones_like(e)).sum())
+        logp = graph_replace(model.logp(), x_of, strict=False)
+        jac = pt.add(*jac_terms) if len(jac_terms) > 1 else jac_terms[0]
+
+        # parameters as slices of one float64 vector
+        theta = pt.vector("theta", dtype="float64")
+        pieces, layout, off = {}, [], 0
+        for v in p_vals:
+            shape = tuple(np.shape(ip[v.name]))
+            size = int(np.prod(shape, dtype=np.int64))
+            pieces[v] = pt.cast(theta[off : off + size].reshape(shape), v.dtype)
+            layout.append((v.name, off, off + size, shape, v.dtype))
+            off += size
+        self._layout = layout
+        self._dim = off
+        target = logp + jac if self.jacobian else logp
+        outs = graph_replace([target, logp, *xs], pieces, strict=False)
+        value_set = set(model.value_vars)
+        others = [
+            v for v in graph_inputs(outs) if v in value_set and v not in pieces and v not in x_of
+        ]
+        leftover = [v for v in graph_inputs(outs) if v in pieces or v in x_of]
+        if leftover:  # pragma: no cover - graph_replace left a variable behind
+            raise RuntimeError(f"Interweave: {leftover} not substituted")
+        others = sorted(set(others), key=lambda v: v.name)
+        self._other_names = [v.name for v in others]
+        self._target = pm_compile(
+            [theta, *noises, *others],
+            [pt.cast(outs[0], "float64"), pt.cast(outs[1], "float64"), *outs[2:]],
+            **ck,
+        )
+        self._target.trust_input = True
+
+        # e = (x - loc) / scale at the current point
+        e_outs = [
+            pt.cast((v - loc) / scale, "float64")
+            for v, loc, scale in zip(r_vals, locs, scales, strict=True)
+        ]
+        e_inputs = sorted({v for v in graph_inputs(e_outs) if v in value_set}, key=lambda v: v.name)
+        self._noise_input_names = [v.name for v in e_inputs]
+        self._noise = pm_compile(e_inputs, e_outs, **ck)
+        self._noise.trust_input = True
+        self._record_names = [v.name for v in r_vals]
+
+    # ------------------------------------------------------------------ sampling
+    def setup_chain(self, rng, tune, draws):
+        """Per-chain generator; the proposal starts untrained; tune iff ``tune > 0``."""
+        super().setup_chain(rng, tune, draws)
+        self.tune = bool(tune)
+        self._rwm.reset()
+
+    def reset_tuning(self):
+        """Forget the adaptation (PyMC calls it at the start of a chain)."""
+        self._rwm.reset()
+
+    def stop_tuning(self):
+        """Freeze the proposal: from here on the kernel is a fixed MH kernel."""
+        self.tune = False
+
+    @property
+    def adaptation(self) -> dict:
+        """The proposal's adaptation state (part of :class:`InterweaveState`)."""
+        return self._rwm.get_state()
+
+    @adaptation.setter
+    def adaptation(self, state: dict) -> None:
+        self._rwm.set_state(state)
+
+    def _theta(self, point) -> np.ndarray:
+        return np.concatenate(
+            [np.asarray(point[name], dtype=np.float64).ravel() for name, *_ in self._layout]
+        )
+
+    def step(self, point):
+        """``n_steps`` Metropolis-Hastings steps of the parameters with the standardised
+        records held fixed; the records follow the parameters. The incoming arrays are not
+        modified."""
+        noises = self._noise(*[np.asarray(point[n]) for n in self._noise_input_names])
+        others = [np.asarray(point[n]) for n in self._other_names]
+        theta = self._theta(point)
+        out = self._target(theta, *noises, *others)
+        lp = float(out[0])
+        if not math.isfinite(lp):
+            lp = -math.inf
+        best, moved, acc_sum = out, False, 0.0
+        rng, rwm = self.rng, self._rwm
+        for _ in range(self.n_steps):
+            prop = rwm.propose(theta, rng)
+            out_p = self._target(prop, *noises, *others)
+            lp_p = float(out_p[0])
+            if math.isfinite(lp_p):
+                log_r = lp_p - lp
+                a = 1.0 if log_r >= 0.0 else math.exp(log_r)
+            else:
+                a = 0.0
+            if rng.uniform() < a:
+                theta, lp, best, moved = prop, lp_p, [np.array(o) for o in out_p], True
+            acc_sum += a
+            if self.tune:
+                rwm.adapt(theta, a)
+        new_point = dict(point)
+        if moved:
+            for name, start, stop, shape, dtype in self._layout:
+                new_point[name] = theta[start:stop].reshape(shape).astype(dtype)
+            for name, x in zip(self._record_names, best[2:], strict=True):
+                new_point[name] = x
+        stats = {
+            "iw_accept": acc_sum / self.n_steps,
+            "iw_scale": math.exp(rwm.log_scale),
+        }
+        return new_point, [stats]
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """Never chosen for a variable: the move is added besides the steps PyMC chose
+        (:func:`install_interweave_hook`) or passed explicitly."""
+        return Competence.INCOMPATIBLE
+
+
+# ---------------------------------------------------------------------- pm.sample hook
+def _flat_steps(steps) -> list:
+    out = []
+    for s in steps if isinstance(steps, list | tuple) else [steps]:
+        out.extend(_flat_steps(s.methods) if hasattr(s, "methods") else [s])
+    return out
+
+
+def _instantiate_steppers(
+    model, steps, selected_steps, *, step_kwargs=None, initial_point=None, compile_kwargs=None
+):
+    """PyMC's ``instantiate_steppers``, then the interweaving move appended (see
+    :func:`install_interweave_hook`)."""
+    step_kwargs = dict(step_kwargs or {})
+    options = step_kwargs.pop(Interweave.name, True)
+    provided = _flat_steps(list(steps))
+    result = _PYMC_INSTANTIATE(
+        model,
+        steps,
+        selected_steps,
+        step_kwargs=step_kwargs,
+        initial_point=initial_point,
+        compile_kwargs=compile_kwargs,
+    )
+    if options is False or options is None:
+        return result
+    if options is True:
+        options = {}
+    if not isinstance(options, dict):
+        raise TypeError(
+            f"interweave= must be True, False or a dict of Interweave options, got {options!r}"
+        )
+    auto = any(vs for vs in selected_steps.values())
+    if not auto or any(isinstance(s, Interweave) for s in provided):
+        return result
+    if interweave_plan(model) is None:
+        return result
+    move = Interweave(
+        model=model, initial_point=initial_point, compile_kwargs=compile_kwargs, **options
+    )
+    methods = list(result) if isinstance(result, list) else [result]
+    return [*methods, move]
+
+
+def install_interweave_hook() -> None:
+    """Make ``pm.sample`` append :class:`Interweave` to the steps it builds (idempotent).
+
+    PyMC has no registry for extra moves, so ``pymc.sampling.mcmc.instantiate_steppers`` is
+    wrapped (:func:`pymc_dp._pymc_hooks.wrap_module_function`). The move is appended when
+    PyMC selected a step for at least one variable itself, no ``Interweave`` was passed, and
+    :func:`interweave_plan` finds Normal records; ``pm.sample(interweave=False)`` turns it off,
+    ``pm.sample(interweave={...})`` passes options to :class:`Interweave`.
+
+    Examples
+    --------
+    >>> from pymc.sampling import mcmc
+    >>> from pymc_dp.step_methods.interweave import install_interweave_hook
+    >>> install_interweave_hook()
+    >>> install_interweave_hook()  # a second call changes nothing
+    >>> mcmc.instantiate_steppers.__name__
+    '_instantiate_steppers'
+    """
+    global _PYMC_INSTANTIATE
+    from pymc.sampling import mcmc
+
+    original = wrap_module_function([mcmc], "instantiate_steppers", _instantiate_steppers)
+    if original is not None:
+        _PYMC_INSTANTIATE = original
