@@ -5,8 +5,11 @@ truth (``simulate``, ``K = 3``), every count released through the two-sided geom
 mechanism at ``epsilon = 1`` with ``alpha = exp(-epsilon / N)`` (``privatize``), and the
 noise-aware model fitted two ways by plain ``pm.sample``:
 
-* ``augmented``: ``CountAugmentation`` (Schein et al.'s Gibbs step) for the true counts and
-  NUTS for ``theta, phi``, alternating;
+* ``augmented``: ``CountAugmentation`` for the true counts and ``PoissonFactorGibbs`` for
+  ``theta, phi`` (allocation of the counts, Gamma full conditionals): an all-Gibbs scan, what
+  ``pm.sample`` assigns since issue 23;
+* ``augmented-nuts``: the same model with NUTS for ``theta, phi`` (the assignment before
+  issue 23), for comparison;
 * ``marginal``: the true counts summed out exactly, NUTS for ``theta, phi`` alone.
 
 Both get the same chains, tuning steps, draws and seed, sequential chains (``cores=1``).
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 
 import arviz as az
 import numpy as np
+import pymc as pm
 
 from pymc_dp import CountAugmentation
 from pymc_dp.examples import poisson_factorization as pf
@@ -107,18 +111,24 @@ def rate_entry_draws(idata, cells) -> np.ndarray:
 
 
 def _steps(model, how, method):
-    """``CountAugmentation(method=...)`` for the true counts, or ``pm.sample``'s own choice."""
-    if how != "augmented" or method is None:
-        return {}
+    """``CountAugmentation(method=...)`` for the true counts and / or NUTS for the factors
+    (``augmented-nuts``), or ``pm.sample``'s own choice."""
+    steps = []
     with model:
-        return {"step": [CountAugmentation([model["y_true"]], method=method)]}
+        if how.startswith("augmented") and method is not None:
+            steps.append(CountAugmentation([model["y_true"]], method=method))
+        if how == "augmented-nuts":
+            steps.append(pm.NUTS([model["theta"], model["phi"]]))
+    return {"step": steps} if steps else {}
 
 
 def run_one(how, size, data, seed, method=None):
     """Fit one noise-aware model; its ESS, times and diagnostics."""
     truth, noisy, mech, cells = data
-    model = pf.build_model(noisy, K, how=how, mechanism=mech)
-    label = how if how != "augmented" or method is None else f"{how} ({method})"
+    model = pf.build_model(
+        noisy, K, how="augmented" if how == "augmented-nuts" else how, mechanism=mech
+    )
+    label = how if not how.startswith("augmented") or method is None else f"{how} ({method})"
     clock = DrawClock(f"{label} {size.rows} x {size.cols}")
     idata = pf.fit(
         model,
@@ -143,8 +153,8 @@ def run_one(how, size, data, seed, method=None):
         "pymc_s": float(stats.attrs["sampling_time"]),
         "ess_min": float(ess.min()),
         "ess_med": float(np.median(ess)),
-        "depth": float(stats["tree_depth"].mean()),
-        "div": int(stats["diverging"].sum()),
+        "depth": float(stats["tree_depth"].mean()) if "tree_depth" in stats else None,
+        "div": int(stats["diverging"].sum()) if "diverging" in stats else 0,
         "mae": pf.mae(pf.posterior_mean_rates(idata), truth["counts"]),
     }
 
@@ -171,7 +181,8 @@ def row(r) -> str:
     return (
         f"| {r['size']} | {r['how']} | {r['budget']} | {r['draw_s']:.1f} | {r['pymc_s']:.1f} "
         f"| {r['ess_min']:.1f} / {r['ess_med']:.1f} | {per_s[0]:.3g} / {per_s[1]:.3g} "
-        f"| {r['depth']:.2f} | {r['div']} | {r['mae']:.4f} |"
+        f"| {'-' if r['depth'] is None else format(r['depth'], '.2f')} | {r['div']} "
+        f"| {r['mae']:.4f} |"
     )
 
 
@@ -180,7 +191,7 @@ def main(argv=None) -> str:
     parser.add_argument("--out", help="also write the table (markdown) to this file")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="one tiny size (smoke run)")
-    parser.add_argument("--hows", default="augmented,marginal", help="models to fit")
+    parser.add_argument("--hows", default="augmented,augmented-nuts,marginal", help="models to fit")
     parser.add_argument(
         "--method",
         choices=("direct", "augmentation"),

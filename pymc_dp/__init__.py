@@ -12,7 +12,8 @@ and call ``pm.sample()``:
   :class:`CollapsedRecords` when exchangeable records enter only through their sum (their
   statistic is drawn exactly instead, at a cost that does not grow with their number);
 * with ``marginalize=False``, the Poisson true counts behind a :class:`Geometric` release get
-  the :class:`CountAugmentation` Gibbs step (Schein et al. 2019);
+  the :class:`CountAugmentation` Gibbs step (Schein et al. 2019), and the Gamma factors of a
+  rate ``theta @ phi`` the :class:`PoissonFactorGibbs` step (allocation of the counts);
 * the release side: :func:`release_sufficient_statistics` clamps data, releases a conjugate
   family's sufficient statistics through a mechanism and returns the plug-in posterior and the
   noise-aware model; :class:`OnePosteriorSample` (Foulds et al. 2016);
@@ -59,6 +60,7 @@ from pymc_dp.step_methods import (
     ConjugateGibbs,
     CountAugmentation,
     DataAugmentation,
+    PoissonFactorGibbs,
     register_step_methods,
 )
 
@@ -81,6 +83,7 @@ __all__ = [
     "MarkovChain",
     "Mechanism",
     "OnePosteriorSample",
+    "PoissonFactorGibbs",
     "PrivacyGuarantee",
     "PrivacyReport",
     "Privatized",

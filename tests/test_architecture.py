@@ -47,7 +47,13 @@ LAYERS = {
     "pymc_dp": 5,
 }
 
-ADAPTERS = ("data_augmentation.py", "conjugate.py", "soma.py", "count_augmentation.py")
+ADAPTERS = (
+    "data_augmentation.py",
+    "conjugate.py",
+    "soma.py",
+    "count_augmentation.py",
+    "poisson_factor.py",
+)
 MAX_ADAPTER_LINES = 60
 
 

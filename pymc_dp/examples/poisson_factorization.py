@@ -19,8 +19,10 @@ misprint, see ``ERRATA.md``). :func:`build_model` writes the model four ways:
     ``pm.Poisson`` observed at the noisy counts clipped at 0, as if they were true.
 ``"augmented"``
     ``pmdp.Privatized(..., marginalize=False)``: the true counts are a latent variable
-    ``"y_true"`` that ``pm.sample`` gives to :class:`~pymc_dp.CountAugmentation` (Schein's
-    Skellam-Bessel Gibbs step), with NUTS for ``theta`` and ``phi``.
+    ``"y_true"`` that ``pm.sample`` gives to :class:`~pymc_dp.CountAugmentation` (an exact draw
+    of each true count), and ``theta``, ``phi`` to :class:`~pymc_dp.PoissonFactorGibbs`
+    (allocation of the counts to the components, Gamma full conditionals): Schein et al.'s
+    all-Gibbs scan, no NUTS.
 ``"marginal"``
     ``pmdp.Privatized(..., marginalize=True)``: the true counts are summed out exactly (the
     Poisson-geometric marginal) and NUTS samples ``theta`` and ``phi`` alone.

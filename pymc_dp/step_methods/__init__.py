@@ -18,6 +18,7 @@ from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 from pymc_dp.step_methods.ffbs import FFBS
 from pymc_dp.step_methods.nuisance import nuisance_records  # noqa: F401  (registers the hook)
+from pymc_dp.step_methods.poisson_factor import PoissonFactorGibbs
 
 __all__ = [
     "CONJUGATE_STEPS",
@@ -26,6 +27,7 @@ __all__ = [
     "ConjugateGibbs",
     "CountAugmentation",
     "DataAugmentation",
+    "PoissonFactorGibbs",
     "register_step_methods",
 ]
 
@@ -37,7 +39,8 @@ def register_step_methods() -> None:
     must win over DataAugmentation and ConjugateGibbs for the records and parameters it
     collapses (it claims only those, and all others fall back to them), the data-augmentation step
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
-    ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims, and
+    ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims,
+    ``PoissonFactorGibbs`` over NUTS for the Gamma factors of their rates, and
     ``FFBS`` over PyMC's discrete steps for MarkovChain states.
 
     Examples
@@ -55,7 +58,14 @@ def register_step_methods() -> None:
     True
     """
     for cls in reversed(
-        (CollapsedRecords, DataAugmentation, CountAugmentation, FFBS, *CONJUGATE_STEPS)
+        (
+            CollapsedRecords,
+            DataAugmentation,
+            CountAugmentation,
+            FFBS,
+            PoissonFactorGibbs,
+            *CONJUGATE_STEPS,
+        )
     ):
         if cls not in STEP_METHODS:
             STEP_METHODS.insert(0, cls)

@@ -19,6 +19,13 @@ how a model without a release is sampled, whatever pymc_dp distributions it uses
    ``f"{name}_true"`` read directly by the observed Privatized node, with a Geometric mechanism,
    and read by no other random variable or Potential of the model (so that its conditional is
    exactly ``P(y | z, mu)``). Nothing else is claimed by that step.
+5. :class:`~pymc_dp.step_methods.poisson_factor.PoissonFactorGibbs` claims the Gamma factors
+   ``theta`` ``(D, K)`` and ``phi`` ``(K, V)`` of such a true count when its rate is exactly
+   ``theta @ phi`` (:func:`poisson_factorizations`): both free Gamma variables with fixed
+   (data or constant) prior parameters, read by no random variable or Potential but the true
+   count, so that their conditional given the counts is the Gamma-Poisson factorization's.
+   An observed (non-private) Poisson count matrix qualifies for the step when it is given
+   explicitly, never by step assignment (rule 1).
 
 Being a pymc_dp distribution, or feeding one, is not a reason to claim a variable: only a
 Release is, recognised by its Op class (:class:`~pymc_dp.distributions.release.ReleaseRV`),
@@ -51,10 +58,15 @@ set()
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import pymc as pm
+from pytensor.graph.basic import Constant
 from pytensor.graph.traversal import ancestors
-from pytensor.tensor.random.basic import PoissonRV
+from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.math import Dot
+from pytensor.tensor.random.basic import GammaRV, PoissonRV
+from pytensor.tensor.sharedvar import TensorSharedVariable
 
 from pymc_dp.distributions.privatized import PrivatizedRV
 from pymc_dp.distributions.release import (
@@ -66,11 +78,14 @@ from pymc_dp.distributions.release import (
 from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = [
+    "Factorization",
     "claim_model",
     "direct_rv_parents",
+    "factorization_of",
     "model_of",
     "observed_releases",
     "parameter_claimable",
+    "poisson_factorizations",
     "privatized_true_counts",
     "release_records",
 ]
@@ -236,4 +251,112 @@ def privatized_true_counts(model) -> dict:
         for true in [t for t in found if t is not term and t in read]:
             if found[true] is not term:
                 del found[true]
+    return found
+
+
+class Factorization(NamedTuple):
+    """A Poisson count matrix ``counts ~ Poisson(theta @ phi)`` with Gamma factors (rule 5)."""
+
+    counts: object
+    theta: object
+    phi: object
+
+
+def _matmul_operands(rate):
+    """``(a, b)`` when ``rate`` is ``a @ b`` (``pt.matmul``, ``@`` or ``pt.dot``), else None."""
+    node = rate.owner
+    if node is None:
+        return None
+    op = node.op
+    if isinstance(op, Dot) or (isinstance(op, Blockwise) and isinstance(op.core_op, Dot)):
+        a, b = node.inputs
+        return a, b
+    return None
+
+
+def _fixed(expr) -> bool:
+    """Whether ``expr`` reads only constants and data (no random or value variable)."""
+    graph = list(ancestors([expr]))
+    roots_ok = all(
+        v.owner is not None or isinstance(v, Constant | TensorSharedVariable) for v in graph
+    )
+    return roots_ok and not any(is_random_variable(v) for v in graph)
+
+
+def _gamma_factor(var, model) -> bool:
+    if var not in model.free_RVs or var.owner is None or not isinstance(var.owner.op, GammaRV):
+        return False
+    if var.type.ndim != 2 or any(s is None for s in var.type.shape):
+        return False
+    transform = model.rvs_to_transforms.get(var)
+    if transform is not None and type(transform).__name__ != "LogTransform":
+        return False
+    return all(_fixed(p) for p in var.owner.op.dist_params(var.owner))
+
+
+def _readers(var, model) -> list:
+    """The random variables and Potentials of ``model`` that read ``var`` directly."""
+    rv_set = set(model.basic_RVs)
+    out = [t for t in model.basic_RVs if t is not var and var in direct_rv_parents(t, rv_set)]
+    out += [p for p in model.potentials if var in ancestors([p])]
+    return out
+
+
+def factorization_of(counts, model):
+    """The :class:`Factorization` of a Poisson variable of ``model`` (free or observed) whose rate
+    is ``theta @ phi`` with Gamma factors read by nothing else, else None (rule 5)."""
+    if counts.owner is None or not isinstance(counts.owner.op, PoissonRV):
+        return None
+    (rate,) = counts.owner.op.dist_params(counts.owner)
+    operands = _matmul_operands(rate)
+    if operands is None:
+        return None
+    theta, phi = operands
+    if theta is phi or counts.type.ndim != 2:
+        return None
+    if not (_gamma_factor(theta, model) and _gamma_factor(phi, model)):
+        return None
+    d, k = theta.type.shape
+    k2, v = phi.type.shape
+    if k != k2 or tuple(counts.type.shape) not in ((d, v), (None, None), (d, None), (None, v)):
+        return None
+    for factor in (theta, phi):
+        if _readers(factor, model) != [counts]:
+            return None
+    return Factorization(counts, theta, phi)
+
+
+def poisson_factorizations(model) -> dict:
+    """Rule 5: the Gamma factors that ``PoissonFactorGibbs`` claims, with their factorization.
+
+    Parameters
+    ----------
+    model : pm.Model
+
+    Returns
+    -------
+    dict
+        ``{factor free variable: Factorization}`` for the factors ``theta``, ``phi`` of every
+        rule-4 true count (:func:`privatized_true_counts`) distributed as
+        ``Poisson(theta @ phi)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pymc as pm
+    >>> import pymc_dp as pmdp
+    >>> with pm.Model() as m:
+    ...     theta = pm.Gamma("theta", np.float64(0.1), np.float64(1.0), shape=(3, 2))
+    ...     phi = pm.Gamma("phi", np.float64(0.1), np.float64(1.0), shape=(2, 4))
+    ...     _ = pmdp.Privatized("z", pm.Poisson.dist(theta @ phi), pmdp.Geometric(epsilon=1.0),
+    ...                         marginalize=False, observed=np.zeros((3, 4), dtype=int))
+    >>> sorted(v.name for v in poisson_factorizations(m))
+    ['phi', 'theta']
+    """
+    found = {}
+    for true in privatized_true_counts(model):
+        fac = factorization_of(true, model)
+        if fac is not None:
+            found[fac.theta] = fac
+            found[fac.phi] = fac
     return found

@@ -20,7 +20,7 @@ from pymc.sampling.mcmc import assign_step_methods
 from scipy import special, stats
 
 import pymc_dp as pmdp
-from pymc_dp import CountAugmentation
+from pymc_dp import CountAugmentation, PoissonFactorGibbs
 from pymc_dp.examples import poisson_factorization as pf
 
 D, V, K = 5, 4, 2
@@ -68,9 +68,10 @@ def test_step_assignment(how, data):
     model = _build(how, data)
     _, selected = assign_step_methods(model)
     got = {cls: sorted(v.name for v in vs) for cls, vs in selected.items() if vs}
-    expect = {pm.NUTS: ["phi_log__", "theta_log__"]}
-    if how == "augmented":
-        expect[CountAugmentation] = ["y_true"]
+    factors = ["phi_log__", "theta_log__"]
+    expect = {pm.NUTS: factors}
+    if how == "augmented":  # an all-Gibbs scan: no NUTS
+        expect = {CountAugmentation: ["y_true"], PoissonFactorGibbs: factors}
     assert got == expect
 
 
