@@ -102,7 +102,7 @@ from pytensor.graph.traversal import graph_inputs
 from pytensor.tensor.random.basic import NormalRV
 
 from pymc_dp._pymc_hooks import ForgetsInitialPoint, wrap_module_function
-from pymc_dp.kernels.interweave import AdaptiveRWM
+from pymc_dp.kernels.interweave import AdaptiveRWM, hmc_transition
 from pymc_dp.step_methods.claims import direct_rv_parents, observed_releases, release_records
 
 __all__ = [
@@ -124,6 +124,9 @@ class InterweavePlan(NamedTuple):
     """Normal record variables, in the model's (topological) order."""
     parameters: list
     """Continuous free parameters their locations and scales read."""
+    blocks: list
+    """The parameters grouped by the records they are direct parents of (lists of
+    parameters, in ``parameters`` order): the blocks of the componentwise move."""
 
 
 def _is_continuous(var) -> bool:
@@ -175,7 +178,7 @@ def interweave_plan(model=None, parameters=None) -> InterweavePlan | None:
         and model.rvs_to_transforms.get(rv) is None
         and _is_continuous(rv)
     ]
-    params, moved = [], []
+    params, moved, parents_of = [], [], {}
     for rv in normal:  # free_RVs are in creation order: parents come first
         parents = direct_rv_parents(rv, basic)
         own = [
@@ -189,10 +192,16 @@ def interweave_plan(model=None, parameters=None) -> InterweavePlan | None:
         if own or any(p in moved for p in parents):
             moved.append(rv)
             params.extend(p for p in own if p not in params)
+            for p in own:
+                parents_of.setdefault(p, set()).add(rv)
     if not params:
         return None
     order = {rv: i for i, rv in enumerate(free)}
-    return InterweavePlan(records=moved, parameters=sorted(params, key=order.__getitem__))
+    params = sorted(params, key=order.__getitem__)
+    groups: dict = {}
+    for p in params:
+        groups.setdefault(frozenset(parents_of[p]), []).append(p)
+    return InterweavePlan(records=moved, parameters=params, blocks=list(groups.values()))
 
 
 @dataclass_state
@@ -201,7 +210,7 @@ class InterweaveState(StepMethodState):
     proposal's adaptation (:meth:`pymc_dp.kernels.interweave.AdaptiveRWM.get_state`)."""
 
     tune: bool
-    adaptation: dict
+    adaptation: list
 
 
 def _default_mode():
@@ -286,13 +295,24 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         rng=None,
         initial_point=None,
         compile_kwargs=None,
-        n_steps: int = 5,
+        n_steps: int | None = None,
+        method: str = "rwm",
+        blocks: str = "records",
+        leapfrog: int = 5,
         init_sd: float = 0.1,
         jacobian: bool = True,
     ):
         model = modelcontext(model)
-        self.n_steps = int(n_steps)
-        if self.n_steps < 1:
+        if method not in ("rwm", "hmc"):
+            raise ValueError(f"method must be 'rwm' or 'hmc', got {method!r}")
+        self.method = method
+        self.leapfrog = int(leapfrog)
+        if self.leapfrog < 1:
+            raise ValueError(f"leapfrog must be >= 1, got {leapfrog!r}")
+        if blocks not in ("records", "joint"):
+            raise ValueError(f"blocks must be 'records' or 'joint', got {blocks!r}")
+        self.blocks = "joint" if method == "hmc" else blocks
+        if n_steps is not None and int(n_steps) < 1:
             raise ValueError(f"n_steps must be >= 1, got {n_steps!r}")
         self.jacobian = bool(jacobian)
         requested = None
@@ -323,7 +343,24 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             # algebra is on small arrays
             warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
             self._build(model, plan, ip, ck)
-        self._rwm = AdaptiveRWM(self._dim, init_sd=init_sd)
+        if self.blocks == "joint":
+            groups = [np.arange(self._dim)]
+        else:
+            where = {name: np.arange(a, b) for name, a, b, *_ in self._layout}
+            groups = [
+                np.concatenate([where[model.rvs_to_values[p].name] for p in block])
+                for block in plan.blocks
+            ]
+        self._kernels = [
+            (
+                idx,
+                AdaptiveRWM(
+                    idx.size, init_sd=init_sd, target_accept=0.7 if method == "hmc" else None
+                ),
+                max(5, 3 * idx.size) if n_steps is None else int(n_steps),
+            )
+            for idx in groups
+        ]
 
     # ------------------------------------------------------------------ compilation
     def _build(self, model, plan, ip, ck) -> None:
@@ -372,9 +409,10 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             raise RuntimeError(f"Interweave: {leftover} not substituted")
         others = sorted(set(others), key=lambda v: v.name)
         self._other_names = [v.name for v in others]
+        extra = [pt.cast(pytensor.grad(outs[0], theta), "float64")] if self.method == "hmc" else []
         self._target = pm_compile(
             [theta, *noises, *others],
-            [pt.cast(outs[0], "float64"), pt.cast(outs[1], "float64"), *outs[2:]],
+            [pt.cast(outs[0], "float64"), pt.cast(outs[1], "float64"), *extra, *outs[2:]],
             **ck,
         )
         self._target.trust_input = True
@@ -395,24 +433,26 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         """Per-chain generator; the proposal starts untrained; tune iff ``tune > 0``."""
         super().setup_chain(rng, tune, draws)
         self.tune = bool(tune)
-        self._rwm.reset()
+        self.reset_tuning()
 
     def reset_tuning(self):
         """Forget the adaptation (PyMC calls it at the start of a chain)."""
-        self._rwm.reset()
+        for _, kern, _ in self._kernels:
+            kern.reset()
 
     def stop_tuning(self):
         """Freeze the proposal: from here on the kernel is a fixed MH kernel."""
         self.tune = False
 
     @property
-    def adaptation(self) -> dict:
-        """The proposal's adaptation state (part of :class:`InterweaveState`)."""
-        return self._rwm.get_state()
+    def adaptation(self) -> list:
+        """The proposals' adaptation states, one per block (part of :class:`InterweaveState`)."""
+        return [kern.get_state() for _, kern, _ in self._kernels]
 
     @adaptation.setter
-    def adaptation(self, state: dict) -> None:
-        self._rwm.set_state(state)
+    def adaptation(self, states: list) -> None:
+        for (_, kern, _), state in zip(self._kernels, states, strict=True):
+            kern.set_state(state)
 
     def _theta(self, point) -> np.ndarray:
         return np.concatenate(
@@ -425,36 +465,62 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         modified."""
         noises = self._noise(*[np.asarray(point[n]) for n in self._noise_input_names])
         others = [np.asarray(point[n]) for n in self._other_names]
+        target = self._target
         theta = self._theta(point)
-        out = self._target(theta, *noises, *others)
-        lp = float(out[0])
-        if not math.isfinite(lp):
-            lp = -math.inf
-        best, moved, acc_sum = out, False, 0.0
-        rng, rwm = self.rng, self._rwm
-        for _ in range(self.n_steps):
-            prop = rwm.propose(theta, rng)
-            out_p = self._target(prop, *noises, *others)
-            lp_p = float(out_p[0])
-            if math.isfinite(lp_p):
-                log_r = lp_p - lp
-                a = 1.0 if log_r >= 0.0 else math.exp(log_r)
-            else:
-                a = 0.0
-            if rng.uniform() < a:
-                theta, lp, best, moved = prop, lp_p, [np.array(o) for o in out_p], True
-            acc_sum += a
-            if self.tune:
-                rwm.adapt(theta, a)
+        rng = self.rng
+        moved, acc_sum, n_tot = False, 0.0, 0
+        if self.method == "hmc":
+
+            def fn(th):
+                out = target(th, *noises, *others)
+                lp = float(out[0])
+                return (lp if math.isfinite(lp) else -math.inf), out[2], out
+
+            _, kern, n_steps = self._kernels[0]
+            lp, grad, best = fn(theta)
+            for _ in range(n_steps):
+                theta, lp, grad, best, a, acc = hmc_transition(
+                    theta, lp, grad, best, fn, kern.factor, math.exp(kern.log_scale),
+                    self.leapfrog, rng,
+                )  # fmt: skip
+                moved |= acc
+                acc_sum += a
+                if self.tune:
+                    kern.adapt(theta, a)
+            n_tot = n_steps
+            records = best[3:] if moved else ()
+        else:
+            best = target(theta, *noises, *others)
+            lp = float(best[0])
+            if not math.isfinite(lp):
+                lp = -math.inf
+            for idx, kern, n_steps in self._kernels:
+                for _ in range(n_steps):
+                    prop = theta.copy()
+                    prop[idx] = kern.propose(theta[idx], rng)
+                    out_p = target(prop, *noises, *others)
+                    lp_p = float(out_p[0])
+                    if math.isfinite(lp_p):
+                        log_r = lp_p - lp
+                        a = 1.0 if log_r >= 0.0 else math.exp(log_r)
+                    else:
+                        a = 0.0
+                    if rng.uniform() < a:
+                        theta, lp, best, moved = prop, lp_p, out_p, True
+                    acc_sum += a
+                    if self.tune:
+                        kern.adapt(theta[idx], a)
+                n_tot += n_steps
+            records = best[2:] if moved else ()
         new_point = dict(point)
         if moved:
             for name, start, stop, shape, dtype in self._layout:
                 new_point[name] = theta[start:stop].reshape(shape).astype(dtype)
-            for name, x in zip(self._record_names, best[2:], strict=True):
-                new_point[name] = x
+            for name, x in zip(self._record_names, records, strict=True):
+                new_point[name] = np.array(x)
         stats = {
-            "iw_accept": acc_sum / self.n_steps,
-            "iw_scale": math.exp(rwm.log_scale),
+            "iw_accept": acc_sum / n_tot,
+            "iw_scale": math.exp(self._kernels[0][1].log_scale),
         }
         return new_point, [stats]
 
