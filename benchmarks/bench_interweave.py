@@ -195,11 +195,7 @@ def run_one(model_name: str, eps: float, variant: str) -> dict:
 
 
 def _row(r: dict) -> str:
-    coef = (
-        f"{r['coef_ess_min']:.0f} | {r['coef_rhat_max']:.3f}"
-        if "coef_ess_min" in r
-        else "– | –"
-    )
+    coef = f"{r['coef_ess_min']:.0f} | {r['coef_rhat_max']:.3f}" if "coef_ess_min" in r else "– | –"
     acc = "–" if r.get("iw_accept") is None else f"{r['iw_accept']:.2f}"
     div = r.get("divergences")
     return (

@@ -109,8 +109,10 @@ __all__ = [
     "Interweave",
     "InterweavePlan",
     "InterweaveState",
+    "hook_installed",
     "install_interweave_hook",
     "interweave_plan",
+    "uninstall_interweave_hook",
 ]
 
 #: PyMC's ``instantiate_steppers`` before the hook wrapped it
@@ -445,6 +447,11 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         self.tune = False
 
     @property
+    def n_steps_per_block(self) -> list:
+        """Metropolis-Hastings steps per call for each parameter block."""
+        return [n for _, _, n in self._kernels]
+
+    @property
     def adaptation(self) -> list:
         """The proposals' adaptation states, one per block (part of :class:`InterweaveState`)."""
         return [kern.get_state() for _, kern, _ in self._kernels]
@@ -587,11 +594,14 @@ def install_interweave_hook() -> None:
     Examples
     --------
     >>> from pymc.sampling import mcmc
-    >>> from pymc_dp.step_methods.interweave import install_interweave_hook
-    >>> install_interweave_hook()
-    >>> install_interweave_hook()  # a second call changes nothing
-    >>> mcmc.instantiate_steppers.__name__
-    '_instantiate_steppers'
+    >>> from pymc_dp.step_methods import interweave
+    >>> was_installed = interweave.hook_installed()
+    >>> interweave.install_interweave_hook()
+    >>> interweave.install_interweave_hook()  # a second call changes nothing
+    >>> mcmc.instantiate_steppers.__name__, interweave.hook_installed()
+    ('_instantiate_steppers', True)
+    >>> if not was_installed:  # leave PyMC as this example found it
+    ...     interweave.uninstall_interweave_hook()
     """
     global _PYMC_INSTANTIATE
     from pymc.sampling import mcmc
@@ -599,3 +609,22 @@ def install_interweave_hook() -> None:
     original = wrap_module_function([mcmc], "instantiate_steppers", _instantiate_steppers)
     if original is not None:
         _PYMC_INSTANTIATE = original
+
+
+def hook_installed() -> bool:
+    """Whether :func:`install_interweave_hook` is in effect."""
+    from pymc.sampling import mcmc
+
+    return mcmc.instantiate_steppers is _instantiate_steppers
+
+
+def uninstall_interweave_hook() -> None:
+    """Give PyMC back its own ``instantiate_steppers`` (no-op when the hook is not installed).
+
+    For tests that must leave the process as they found it; users turn the move off per call
+    with ``pm.sample(interweave=False)``.
+    """
+    from pymc.sampling import mcmc
+
+    if hook_installed() and _PYMC_INSTANTIATE is not None:
+        mcmc.instantiate_steppers = _PYMC_INSTANTIATE
