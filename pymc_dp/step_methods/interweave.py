@@ -573,12 +573,25 @@ def _instantiate_steppers(
     auto = any(vs for vs in selected_steps.values())
     if not auto or any(isinstance(s, Interweave) for s in provided):
         return result
-    if interweave_plan(model) is None:
+    plan = interweave_plan(model)
+    if plan is None:
+        return result
+    methods = list(result) if isinstance(result, list) else [result]
+    # the move is for records updated by the centred data-augmentation scan; records that
+    # another step samples otherwise (CollapsedRecords integrates them out) need none of it
+    from pymc_dp.step_methods.data_augmentation import DataAugmentation
+
+    augmented = {v.name for s in _flat_steps(methods) if isinstance(s, DataAugmentation)
+                 for v in s.vars}  # fmt: skip
+    if not any(model.rvs_to_values[r].name in augmented for r in plan.records):
         return result
     move = Interweave(
         model=model, initial_point=initial_point, compile_kwargs=compile_kwargs, **options
     )
-    methods = list(result) if isinstance(result, list) else [result]
+    if "model_logp" in getattr(methods[-1], "stats_dtypes_shapes", {}):
+        # CompoundStep keeps only the last step's model_logp (PyMC's lp): a last step that
+        # reports one (NUTS) stays last, so that lp is the log density of the final point
+        return [*methods[:-1], move, methods[-1]]
     return [*methods, move]
 
 

@@ -273,7 +273,7 @@ def test_plain_pm_sample_adds_the_move_and_is_exact(hook):
 
 # ---------------------------------------------------------------------- mechanics
 def test_same_draws_with_one_and_two_cores(hook):
-    m = sum_model()
+    m = clamped_model()
     out = []
     for cores in (1, 2):
         with m:
@@ -282,8 +282,32 @@ def test_same_draws_with_one_and_two_cores(hook):
                 compute_convergence_checks=False,
             )  # fmt: skip
         assert "iw_accept" in idata.sample_stats
-        out.append(idata.posterior["mu"].values)
+        out.append(idata.posterior["v"].values)
     np.testing.assert_array_equal(out[0], out[1])
+
+
+def test_not_added_where_records_are_collapsed_and_lp_kept(hook):
+    """Records that CollapsedRecords integrates out get no move; with DataAugmentation
+    records and NUTS last (it reports PyMC's lp), the move goes before NUTS so that lp is the
+    model's log density at the final point."""
+    assert "CollapsedRecords" in _instantiated(sum_model())[0]
+    assert "Interweave" not in _instantiated(sum_model())[0]
+    m = clamped_model()
+    with m:
+        s = pm.HalfNormal("s", f64(1.0))
+        pm.Normal("y", f64(0.0), s, observed=f64([0.3, -0.2]))
+    names, _ = _instantiated(m)
+    assert names[-2:] == ["Interweave", "NUTS"]
+    with m:
+        idata = pm.sample(
+            draws=5, tune=5, chains=1, random_seed=2, progressbar=False, var_names=["v", "s", "x"],
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    post = idata.posterior.isel(chain=0, draw=-1)
+    point = {"v_log__": np.log(post["v"].values), "x": post["x"].values,
+             "s_log__": np.log(post["s"].values)}  # fmt: skip
+    lp = float(idata.sample_stats["lp"].values[0, -1])
+    np.testing.assert_allclose(lp, m.compile_logp()(point), rtol=1e-10)
 
 
 def test_pickle_round_trip_continues_identically():
