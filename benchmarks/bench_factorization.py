@@ -143,6 +143,9 @@ def run_one(how, size, data, seed, method=None):
     )
     mu = rate_entry_draws(idata, cells)
     ess = np.array([float(az.ess(mu[:, :, j], method="bulk")) for j in range(mu.shape[-1])])
+    rhat = (
+        max(float(az.rhat(mu[:, :, j])) for j in range(mu.shape[-1])) if size.chains > 1 else None
+    )
     stats = idata["sample_stats"]
     secs = clock.seconds()
     return {
@@ -153,6 +156,7 @@ def run_one(how, size, data, seed, method=None):
         "pymc_s": float(stats.attrs["sampling_time"]),
         "ess_min": float(ess.min()),
         "ess_med": float(np.median(ess)),
+        "rhat": rhat,
         "depth": float(stats["tree_depth"].mean()) if "tree_depth" in stats else None,
         "div": int(stats["diverging"].sum()) if "diverging" in stats else 0,
         "mae": pf.mae(pf.posterior_mean_rates(idata), truth["counts"]),
@@ -171,8 +175,8 @@ def make_data(size, seed):
 
 HEADER = (
     "| size | how | chains x (tune + draws) | draws time s | PyMC sampling_time s "
-    "| bulk ESS min / median | ESS/s min / median | mean tree depth | divergences "
-    "| MAE vs true counts |\n|---|---|---|---|---|---|---|---|---|---|"
+    "| bulk ESS min / median | max R-hat | ESS/s min / median | mean tree depth | divergences "
+    "| MAE vs true counts |\n|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -180,7 +184,9 @@ def row(r) -> str:
     per_s = (r["ess_min"] / r["draw_s"], r["ess_med"] / r["draw_s"])
     return (
         f"| {r['size']} | {r['how']} | {r['budget']} | {r['draw_s']:.1f} | {r['pymc_s']:.1f} "
-        f"| {r['ess_min']:.1f} / {r['ess_med']:.1f} | {per_s[0]:.3g} / {per_s[1]:.3g} "
+        f"| {r['ess_min']:.1f} / {r['ess_med']:.1f} "
+        f"| {'-' if r['rhat'] is None else format(r['rhat'], '.3f')} "
+        f"| {per_s[0]:.3g} / {per_s[1]:.3g} "
         f"| {'-' if r['depth'] is None else format(r['depth'], '.2f')} | {r['div']} "
         f"| {r['mae']:.4f} |"
     )

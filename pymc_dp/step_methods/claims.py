@@ -19,11 +19,12 @@ how a model without a release is sampled, whatever pymc_dp distributions it uses
    ``f"{name}_true"`` read directly by the observed Privatized node, with a Geometric mechanism,
    and read by no other random variable or Potential of the model (so that its conditional is
    exactly ``P(y | z, mu)``). Nothing else is claimed by that step.
-5. :class:`~pymc_dp.step_methods.poisson_factor.PoissonFactorGibbs` claims the Gamma factors
-   ``theta`` ``(D, K)`` and ``phi`` ``(K, V)`` of such a true count when its rate is exactly
-   ``theta @ phi`` (:func:`poisson_factorizations`): both free Gamma variables with fixed
-   (data or constant) prior parameters, read by no random variable or Potential but the true
-   count, so that their conditional given the counts is the Gamma-Poisson factorization's.
+5. :class:`~pymc_dp.step_methods.poisson_factor.PoissonFactorGibbs` claims such a true count
+   together with the Gamma factors ``theta`` ``(D, K)`` and ``phi`` ``(K, V)`` of its rate when
+   that rate is exactly ``theta @ phi`` (:func:`poisson_factorizations`): both factors free
+   Gamma variables with fixed (data or constant) prior parameters, read by no random variable
+   or Potential but the true count, so that their conditional given the counts is the
+   Gamma-Poisson factorization's. (CountAugmentation then leaves that count to it.)
    An observed (non-private) Poisson count matrix qualifies for the step when it is given
    explicitly, never by step assignment (rule 1).
 
@@ -336,9 +337,9 @@ def poisson_factorizations(model) -> dict:
     Returns
     -------
     dict
-        ``{factor free variable: Factorization}`` for the factors ``theta``, ``phi`` of every
-        rule-4 true count (:func:`privatized_true_counts`) distributed as
-        ``Poisson(theta @ phi)``.
+        ``{free variable: Factorization}`` for every rule-4 true count
+        (:func:`privatized_true_counts`) distributed as ``Poisson(theta @ phi)`` and for its
+        factors ``theta``, ``phi``.
 
     Examples
     --------
@@ -351,12 +352,13 @@ def poisson_factorizations(model) -> dict:
     ...     _ = pmdp.Privatized("z", pm.Poisson.dist(theta @ phi), pmdp.Geometric(epsilon=1.0),
     ...                         marginalize=False, observed=np.zeros((3, 4), dtype=int))
     >>> sorted(v.name for v in poisson_factorizations(m))
-    ['phi', 'theta']
+    ['phi', 'theta', 'z_true']
     """
     found = {}
     for true in privatized_true_counts(model):
         fac = factorization_of(true, model)
         if fac is not None:
+            found[fac.counts] = fac
             found[fac.theta] = fac
             found[fac.phi] = fac
     return found

@@ -61,7 +61,11 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.kernels.count_augmentation import AuxRates, count_augmentation_sweep, init_aux_rates
 from pymc_dp.kernels.count_posterior import draw_true_counts
-from pymc_dp.step_methods.claims import model_of, privatized_true_counts
+from pymc_dp.step_methods.claims import (
+    model_of,
+    poisson_factorizations,
+    privatized_true_counts,
+)
 
 __all__ = ["METHODS", "CountAugmentation", "CountAugmentationState"]
 
@@ -228,10 +232,13 @@ class CountAugmentation(ForgetsInitialPoint, BlockedStep):
 
     @staticmethod
     def competence(var, has_grad=None):
-        """IDEAL for a true count of rule 4 of :mod:`pymc_dp.step_methods.claims`, else
+        """IDEAL for a true count of rule 4 of :mod:`pymc_dp.step_methods.claims` (COMPATIBLE
+        when rule 5 gives it to PoissonFactorGibbs with the factors of its rate), else
         INCOMPATIBLE (the model is the one in context, or one that announced a Release or a
         non-marginalized Privatized node)."""
         model = model_of(var)
-        if model is not None and var in privatized_true_counts(model):
-            return Competence.IDEAL
-        return Competence.INCOMPATIBLE
+        if model is None or var not in privatized_true_counts(model):
+            return Competence.INCOMPATIBLE
+        if var in poisson_factorizations(model):  # rule 5: PoissonFactorGibbs scans it whole
+            return Competence.COMPATIBLE
+        return Competence.IDEAL

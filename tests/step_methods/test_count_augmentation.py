@@ -21,7 +21,7 @@ from pymc.step_methods.compound import Competence
 from scipy import special, stats
 
 import pymc_dp as pmdp
-from pymc_dp import CountAugmentation
+from pymc_dp import CountAugmentation, PoissonFactorGibbs
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.step_methods.claims import privatized_true_counts
@@ -233,8 +233,10 @@ def test_sampling_state_round_trip(method):
 
 @pytest.mark.parametrize("method", ["augmentation", "direct"])
 def test_factorization_rate_expression(method):
-    """Rate theta @ phi (D x V counts): claimed by pm.sample's assignment; the compiled rate
-    equals theta @ phi at a random point; a sweep returns counts of the matrix's shape."""
+    """Rate theta @ phi (D x V counts): pm.sample's assignment gives the counts to the
+    factorization's scan (PoissonFactorGibbs, rule 5) and to this step once the rate is any
+    other expression; given explicitly, the compiled rate equals theta @ phi at a random point
+    and a sweep returns counts of the matrix's shape."""
     rng = np.random.default_rng(0)
     d, k, v = 6, 2, 5
     z = rng.integers(-3, 8, size=(d, v))
@@ -251,7 +253,20 @@ def test_factorization_rate_expression(method):
         )
         _, selected = assign_step_methods(model)
         step = CountAugmentation([model["y_true"]], rng=1, method=method)
-    assert selected[CountAugmentation] == [model.rvs_to_values[model["y_true"]]]
+    assert CountAugmentation not in selected
+    assert model.rvs_to_values[model["y_true"]] in selected[PoissonFactorGibbs]
+    with pm.Model() as other:  # a rate that is not a plain product: CountAugmentation's
+        theta = pm.Gamma("theta", F(1.0), F(1.0), shape=(d, k))
+        phi = pm.Gamma("phi", F(1.0), F(1.0), shape=(k, v))
+        Privatized(
+            "y",
+            pm.Poisson.dist(theta @ phi + F(0.5)),
+            Geometric(epsilon=1.0),
+            marginalize=False,
+            observed=z,
+        )
+    _, selected = assign_step_methods(other)
+    assert selected[CountAugmentation] == [other.rvs_to_values[other["y_true"]]]
     point = model.initial_point()
     point["theta_log__"] = rng.normal(size=(d, k))
     point["phi_log__"] = rng.normal(size=(k, v))

@@ -78,10 +78,11 @@ def _model(observed, *, private, transform=True):
     return m
 
 
-def _sample(model, draws, seed, step=None, **kw):
+def _sample(model, draws, seed, step=None, steps=None, **kw):
     kw.setdefault("cores", 1)
     with model:
-        steps = None if step is None else [step([model["theta"], model["phi"]])]
+        if step is not None:
+            steps = [step([model["theta"], model["phi"]])]
         return pm.sample(
             draws=draws,
             tune=200,
@@ -108,19 +109,26 @@ def test_exact_privatized_posterior_by_plain_pm_sample():
     model = _model(z, private=True)
     _, steps = assign_step_methods(model)
     names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in steps.items()}
-    assert names == {
-        "PoissonFactorGibbs": ["phi_log__", "theta_log__"],
-        "CountAugmentation": ["y_true"],
-    }
-    idata = _sample(model, 10_000, 2)
+    assert names == {"PoissonFactorGibbs": ["phi_log__", "theta_log__", "y_true"]}
+    idata = _sample(model, 4_000, 2)
     assert "diverging" not in idata.sample_stats  # no gradient-based step at all
-    draws = idata.posterior["theta"].values[:, :, 0, 0]
+    assert np.all(idata.sample_stats["pf_frac_changed"].values <= 1.0)
     log_noise = {y: abs(z - y) * np.log(alpha) for y in range(0, 60)}  # tail < 1e-20
-    ok, chk = grid_posterior_check(draws, GRID, _log_post_theta1(log_noise))
+    exact = _log_post_theta1(log_noise)
+    draws = idata.posterior["theta"].values[:, :, 0, 0]
+    ok, chk = grid_posterior_check(draws, GRID, exact)
     assert ok, chk
     # negative control: the noise-ignoring posterior (the release clipped at 0 taken as the
     # true count; its mean is 1.215 against the exact 1.329)
     assert not grid_posterior_check(draws, GRID, _log_post_theta1({0: 0.0}))[0]
+    # the true counts to CountAugmentation, the factors alone to this step, one scan a call
+    with model:
+        split = [
+            pmdp.CountAugmentation([model["y_true"]]),
+            PoissonFactorGibbs([model["theta"], model["phi"]], n_scans=1),
+        ]
+    idata = _sample(model, 10_000, 3, steps=split)
+    assert grid_posterior_check(idata.posterior["theta"].values[:, :, 0, 0], GRID, exact)[0]
 
 
 def test_untransformed_factors():
@@ -188,7 +196,11 @@ def _privatized(theta_kw=None, extra=None, rate=None):
 
 
 def test_claims_rule_5():
-    assert {v.name for v in poisson_factorizations(_privatized())} == {"theta", "phi"}
+    m = _privatized()
+    assert {v.name for v in poisson_factorizations(m)} == {"theta", "phi", "y_true"}
+    assert pmdp.CountAugmentation.competence(m["y_true"]) < PoissonFactorGibbs.competence(
+        m["y_true"]
+    )
     # the factor read by another random variable: its conditional is not the factorization's
     m = _privatized(extra=lambda t: pm.Normal("w", t.sum(), 1.0, observed=1.0))
     assert poisson_factorizations(m) == {}
@@ -243,6 +255,21 @@ def test_ordinary_and_marginal_models_untouched():
         _, steps = assign_step_methods(m)
         assert PoissonFactorGibbs not in steps
         assert [c.__name__ for c in steps] == ["NUTS"]
+
+
+def test_n_scans():
+    model = _model(3, private=True)
+    with model:
+        assert PoissonFactorGibbs([model["theta"]]).n_scans == 10  # 1 x 1 x 2: the cap
+        for bad in (0, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="n_scans must be a positive integer"):
+                PoissonFactorGibbs([model["theta"]], n_scans=bad)
+    with pm.Model():  # latent counts that no release reads
+        theta = pm.Gamma("theta", 1.0, 1.0, shape=(1, 2))
+        phi = pm.Gamma("phi", 1.0, 1.0, shape=(2, 1))
+        y = pm.Poisson("y", theta @ phi)
+        with pytest.raises(ValueError, match="only when they are the true counts"):
+            PoissonFactorGibbs([theta, y])
 
 
 def test_same_seed_same_draws_any_cores_and_pickles():
