@@ -213,7 +213,7 @@ def _instantiated(model, **step_kwargs):
 def test_hook_adds_the_move_only_where_it_applies(hook):
     names, steps = _instantiated(clamped_model())
     assert names[-1] == "Interweave" and names.count("Interweave") == 1
-    assert steps[-1].n_steps_per_block == [5]
+    assert steps[-1].n_steps_per_block == [10]
     assert "Interweave" not in _instantiated(clamped_model(), interweave=False)[0]
     _, steps = _instantiated(clamped_model(), interweave={"n_steps": 2})
     assert steps[-1].n_steps_per_block == [2]
