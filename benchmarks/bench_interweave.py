@@ -19,6 +19,8 @@ Variants per model and ``epsilon``:
 * ``pymc_dp+iw``: plain ``pm.sample()`` on the pymc_dp model after
   :func:`pymc_dp.step_methods.interweave.install_interweave_hook` (DataAugmentation for the
   records, ConjugateGibbs for the parameters, the interweaving move appended);
+* ``pymc_dp+iw-hmc``: the same with ``interweave={"method": "hmc", "n_steps": 5,
+  "leapfrog": 8}`` (5 HMC transitions of 8 leapfrog steps per iteration, one joint block);
 * ``pymc_dp``: the same with ``interweave=False`` (the centred scan alone);
 * ``stock NUTS``: the same model written without pymc_dp (records as ``pm.Normal`` latent
   variables, the clamped statistic, ``pm.Laplace`` / ``pm.Normal`` observed at the release),
@@ -51,7 +53,13 @@ import numpy as np
 
 N, D = 100, 2
 EPSILONS = (0.1, 1.0, 10.0)
-VARIANTS = ("pymc_dp+iw", "pymc_dp", "stock NUTS")
+VARIANTS = ("pymc_dp+iw", "pymc_dp+iw-hmc", "pymc_dp", "stock NUTS")
+#: Interweave options of each pymc_dp variant (``pm.sample(interweave=...)``)
+IW_OPTIONS = {
+    "pymc_dp+iw": {},
+    "pymc_dp+iw-hmc": {"method": "hmc", "n_steps": 5, "leapfrog": 8},
+    "pymc_dp": False,
+}
 REG_BOUNDS = ((-1.0, 1.0), (-1.0, 1.0))
 REG_PRIOR = (np.zeros(D), np.eye(D), 2.0, 1.0)
 NORMAL_BOUNDS = (-2.0, 2.0)
@@ -154,7 +162,7 @@ def run_one(model_name: str, eps: float, variant: str) -> dict:
         kw = {}
     else:
         model = rel.model(prior)
-        kw = {} if variant == "pymc_dp+iw" else {"interweave": False}
+        kw = {"interweave": IW_OPTIONS[variant]}
     with model:
         t0 = time.perf_counter()
         idata = pm.sample(
@@ -217,6 +225,7 @@ def main(argv=None) -> None:
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "EPS", "VARIANT"))
     ap.add_argument("--models", default="regression,normal")
     ap.add_argument("--eps", default=",".join(str(e) for e in EPSILONS))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.one:
@@ -226,7 +235,7 @@ def main(argv=None) -> None:
     rows = []
     for model_name in args.models.split(","):
         for eps in (float(e) for e in args.eps.split(",")):
-            for variant in VARIANTS:
+            for variant in args.variants.split(","):
                 proc = subprocess.run(
                     [sys.executable, __file__, "--one", model_name, str(eps), variant],
                     capture_output=True,
