@@ -414,7 +414,7 @@ def _contribution_batches(spec, args, recs):
         yield chunks.rows(args, recs, s, e)
 
 
-def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndarray:
+def missing_information_fraction(spec, args, noise_var, rng, draws=4, advice=None) -> np.ndarray:
     r"""Per released component, the fraction of the statistic's variance the release leaves.
 
     Definition (a Gaussian approximation): the release is ``z_k = T_k + e_k`` with noise
@@ -449,6 +449,9 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
     rng : numpy.random.Generator
     draws : int, default 4
         Proposal batches of ``n`` records used to estimate ``Var_f(t)``.
+    advice : str, optional
+        What the user can do, ending the warning (default: the generic list: Privatized,
+        collapsible records, longer chains checked with ``az.summary``).
 
     Returns
     -------
@@ -504,12 +507,47 @@ def missing_information_fraction(spec, args, noise_var, rng, draws=4) -> np.ndar
             f"of missing information at least {lam[k]:.4f} in every released component "
             f"(component {k}: noise variance {noise_var[k]:.4g} against a variance "
             f"{v_t[k]:.4g} of the statistic under the record law at the current parameters). "
-            "The release adds little to the prior, and the record step mixes slowly (its "
-            "autocorrelation is about this fraction): run long chains and check the ESS.",
+            "The release adds little to the prior, and a scan that alternates the records "
+            "and their parameters mixes slowly (its autocorrelation is about this fraction). "
+            f"What you can do: {advice or _GENERIC_ADVICE}",
             UserWarning,
             stacklevel=2,
         )
     return lam
+
+
+_GENERIC_ADVICE = (
+    "(1) where each value was released with its own noise, model it with pmdp.Privatized, "
+    "which integrates the true values out exactly (NUTS then never sees the records); "
+    "(2) where the release reads exchangeable records only through their sum or category "
+    "counts (one record variable, parameters broadcast, no clamp or weights), pm.sample "
+    "collapses them (CollapsedRecords) at a cost free of their number; "
+    "(3) otherwise run longer chains, e.g. pm.sample(draws=10_000, tune=2_000), until "
+    "az.summary(idata) gives r_hat <= 1.01 and ess_bulk >= 400 for every parameter. A "
+    "posterior close to the prior is then the right answer, not a failure."
+)
+
+
+def _advice(model, spec) -> str | None:
+    """What the user can do about an uninformative release of these records, or None (the
+    generic list)."""
+    from pymc_dp.step_methods.interweave import interweave_plan
+
+    try:
+        plan = interweave_plan(model)
+    except Exception:  # the advice must never break the step's construction
+        plan = None
+    if plan is None or not set(spec.names) & {rv.name for rv in plan.records}:
+        return None
+    names = ", ".join(p.name for p in plan.parameters)
+    return (
+        "these Normal records get pymc_dp's interweaving move (Yu & Meng 2011), which "
+        f"pm.sample adds by itself: it moves {names} with the records' standardized noise held "
+        "fixed, so the parameters travel far per iteration however noisy the release. Keep it "
+        "(pm.sample(interweave=False) turns it off) and check that az.summary(idata) gives "
+        "r_hat <= 1.01 and ess_bulk >= 400 for every parameter; if not, run longer chains "
+        "(pm.sample(draws=..., tune=...))."
+    )
 
 
 def warn_if_uninformative(model, spec, point=None, rng=None) -> np.ndarray:
@@ -543,4 +581,6 @@ def warn_if_uninformative(model, spec, point=None, rng=None) -> np.ndarray:
     rng = np.random.default_rng(20261125) if rng is None else rng
     point = model.initial_point() if point is None else point
     args = [np.asarray(point[v.name]) for v in model.value_vars]
-    return missing_information_fraction(spec, args, release_noise_variances(model, spec), rng)
+    return missing_information_fraction(
+        spec, args, release_noise_variances(model, spec), rng, advice=_advice(model, spec)
+    )

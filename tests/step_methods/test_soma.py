@@ -314,6 +314,31 @@ def test_missing_information_fraction_and_warning():
         assert any("missing information" in str(r.message) for r in rec) is warn
 
 
+def test_uninformative_warning_says_what_to_do():
+    """The warning ends with what the user can do: the interweaving move for Normal records
+    (named with the parameters it moves), the generic list (Privatized, collapsible records,
+    longer chains with the r_hat / ess_bulk check) for others."""
+    with pm.Model() as bern:
+        x = pm.Bernoulli("x", p=0.5, shape=50)
+        Release("z", (2 * x).sum(), Laplace(epsilon=0.01, sensitivity=2.0), observed=20.0)
+    with pm.Model() as normal:
+        mu = pm.Normal("mu", np.float64(0.0), np.float64(1.0))
+        y = pm.Normal("y", mu, np.float64(1.0), shape=50)
+        Release("z", pt.clip(y, -1.0, 1.0).sum(), Laplace(epsilon=0.01, sensitivity=2.0),
+                observed=np.float64(3.0))  # fmt: skip
+    for model, rv, expect, absent in (
+        (bern, x, ["pmdp.Privatized", "CollapsedRecords", "r_hat <= 1.01"], "interweaving"),
+        (normal, y, ["interweaving move", "moves mu", "interweave=False"], "CollapsedRecords"),
+    ):
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            _block(model, [rv])
+        msgs = [str(r.message) for r in rec if "What you can do" in str(r.message)]
+        assert len(msgs) == 1, [str(r.message) for r in rec]
+        assert all(e in msgs[0] for e in expect), msgs[0]
+        assert absent not in msgs[0]
+
+
 @pytest.mark.parametrize(
     "mech",
     [Laplace(scale=1.7), Geometric(alpha=0.7), Gaussian(sigma=2.5), DiscreteGaussian(sigma=0.8)],
