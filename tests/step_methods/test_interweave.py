@@ -6,6 +6,8 @@ false-alarm rate (:data:`pymc_dp.testing.FALSE_ALARM`, 1e-6 per assertion):
 * n = 3 Normal records with known variance, ``mu ~ N(0, 1)``, the unclamped sum released with
   Gaussian noise: the posterior of ``mu`` is Normal in closed form (mean and second moment
   within k MCSE);
+* a chain of records (``y``'s location reads the record ``X``, as in the regression) with
+  ``(sum X, sum y)`` released: Normal posterior of ``mu`` in closed form;
 * n = 3 Normal records with unknown variance ``v ~ InvGamma(4, 3)``, the *clamped* sum
   released with Gaussian noise: the posterior of ``log v`` on a grid, the likelihood computed
   by quadrature over the records (Gauss-Legendre over two clamped records, the third
@@ -245,6 +247,47 @@ def test_closed_form_posterior_known_variance():
     assert chk1.passed, chk1
     assert chk2.passed, chk2
     assert float(idata.sample_stats["iw_accept"].mean()) > 0.1  # the move does move
+
+
+B_CHAIN, NOISE_CHAIN, Z_CHAIN = 0.7, 1.0, np.array([1.5, 0.4])
+
+
+def chain_model():
+    """A chain of records as in the regression: y's location reads the record X."""
+    with pm.Model() as m:
+        mu = pm.Normal("mu", f64(0.0), f64(1.0))
+        X = pm.Normal("X", mu, f64(1.0), shape=3)
+        y = pm.Normal("y", f64(B_CHAIN) * X, f64(1.0), shape=3)
+        pmdp.Release(
+            "z", pt.stack([X.sum(), y.sum()]), pmdp.Gaussian(sigma=NOISE_CHAIN),
+            observed=f64(Z_CHAIN),
+        )  # fmt: skip
+    return m
+
+
+def chain_posterior():
+    """(sum X, sum y) | mu ~ N(mu a, C) with a = 3 (1, b), C = 3 [[1, b], [b, b^2 + 1]];
+    z adds N(0, NOISE^2 I): the Normal posterior of mu (mean, variance)."""
+    b = B_CHAIN
+    a = 3.0 * np.array([1.0, b])
+    cov = 3.0 * np.array([[1.0, b], [b, b * b + 1.0]]) + NOISE_CHAIN**2 * np.eye(2)
+    prec = 1.0 + a @ np.linalg.solve(cov, a)
+    return float(a @ np.linalg.solve(cov, Z_CHAIN)) / prec, 1.0 / prec
+
+
+def test_closed_form_posterior_chain_of_records():
+    m = chain_model()
+    plan = interweave_plan(m)
+    assert [r.name for r in plan.records] == ["X", "y"]
+    with m:
+        steps = [DataAugmentation([m["X"], m["y"]]), Interweave(model=m)]
+    idata = run(m, steps)
+    mean, var = chain_posterior()
+    draws = idata.posterior["mu"].values
+    chk1 = mcse_check(draws, mean)
+    chk2 = mcse_check(draws**2, var + mean**2)
+    assert chk1.passed, chk1
+    assert chk2.passed, chk2
 
 
 def _check_log_v(idata):
