@@ -34,7 +34,8 @@ sampling loop), the wall time of the whole ``pm.sample`` call, and min ESS per s
 sampling time. Coefficient columns (``beta``) are given separately for the regression.
 
 Run: ``.venv/bin/python benchmarks/bench_interweave.py --out benchmarks/results/interweave.md``
-(one row: ``--one regression 1.0 pymc_dp+iw``).
+(one row: ``--one regression 1.0 pymc_dp+iw``; a variant ``'iw:{"n_steps": 20}'`` runs the move
+with those options).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def stock_normal(rel):
 PARAMS = {"regression": ["beta", "v", "X_mu", "X_v"], "normal": ["mu", "v"]}
 
 
-def run_one(model_name: str, eps: float, variant: str) -> dict:
+def run_one(model_name: str, eps: float, variant: str, seed: int = 1) -> dict:
     import arviz as az
     import pymc as pm
 
@@ -162,11 +163,13 @@ def run_one(model_name: str, eps: float, variant: str) -> dict:
         kw = {}
     else:
         model = rel.model(prior)
-        kw = {"interweave": IW_OPTIONS[variant]}
+        # "iw:{json}": the move with these options (the n_steps study)
+        opts = json.loads(variant[3:]) if variant.startswith("iw:") else IW_OPTIONS[variant]
+        kw = {"interweave": opts}
     with model:
         t0 = time.perf_counter()
         idata = pm.sample(
-            cores=1, random_seed=1, progressbar=False, compute_convergence_checks=False, **kw
+            cores=1, random_seed=seed, progressbar=False, compute_convergence_checks=False, **kw
         )
         wall = time.perf_counter() - t0
     names = PARAMS[model_name]
@@ -226,10 +229,11 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default="regression,normal")
     ap.add_argument("--eps", default=",".join(str(e) for e in EPSILONS))
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--seed", type=int, default=1, help="pm.sample's random_seed")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.one:
-        res = run_one(args.one[0], float(args.one[1]), args.one[2])
+        res = run_one(args.one[0], float(args.one[1]), args.one[2], args.seed)
         print(json.dumps(res))
         return
     rows = []
@@ -237,7 +241,16 @@ def main(argv=None) -> None:
         for eps in (float(e) for e in args.eps.split(",")):
             for variant in args.variants.split(","):
                 proc = subprocess.run(
-                    [sys.executable, __file__, "--one", model_name, str(eps), variant],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--one",
+                        model_name,
+                        str(eps),
+                        variant,
+                        "--seed",
+                        str(args.seed),
+                    ],
                     capture_output=True,
                     text=True,
                     check=True,
