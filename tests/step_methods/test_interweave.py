@@ -91,7 +91,7 @@ def clamped_model():
     return m
 
 
-def clamped_loglik(v, k=60):
+def clamped_loglik(v, k=60, mean=M):
     """log p(z | v) of :func:`clamped_model`: z = sum_{i<3} clip(x_i) + N(0, SIG).
 
     Two clamped records by quadrature (each an atom at LO, an atom at HI and Gauss-Legendre
@@ -100,6 +100,7 @@ def clamped_loglik(v, k=60):
     ``N(w; M, sqrt(SIG^2 + v)) [Phi((HI - m*) / t) - Phi((LO - m*) / t)]`` with the Gaussian
     product's ``m* = (w v + M SIG^2) / (SIG^2 + v)``, ``t = SIG sqrt(v / (SIG^2 + v))``.
     """
+    M = mean  # the record mean (the module constant by default)
     v = np.asarray(v, dtype=np.float64)[:, None, None]
     s = np.sqrt(v)
     nodes, weights = np.polynomial.legendre.leggauss(k)
@@ -314,6 +315,27 @@ def test_plain_pm_sample_adds_the_move_and_is_exact(hook):
     assert ok, chk
 
 
+def test_plain_pm_sample_with_a_non_conjugate_prior_and_nuts(hook):
+    """mu ~ StudentT(3) (NUTS, not conjugate), three Normal records, clamped sum released with
+    Gaussian noise: the move is added besides NUTS and DataAugmentation, and the posterior
+    of mu matches a grid with the likelihood by quadrature (variance known, so the grid is
+    over mu: the clamped-sum likelihood of :func:`clamped_loglik` with the mean moved)."""
+    with pm.Model() as m:
+        mu = pm.StudentT("mu", nu=f64(3.0), mu=f64(0.0), sigma=f64(1.0))
+        x = pm.Normal("x", mu, f64(1.0), shape=3)
+        pmdp.Release(
+            "z", pt.clip(x, f64(LO), f64(HI)).sum(), pmdp.Gaussian(sigma=SIG), observed=f64(Z_CL)
+        )
+    names, _ = _instantiated(m)
+    assert "NUTS" in names and "Interweave" in names
+    idata = run(m, None)
+    grid = np.linspace(-6.0, 6.0, 1201)
+    loglik = np.array([clamped_loglik(np.array([1.0]), mean=g)[0] for g in grid])
+    logpost = stats.t.logpdf(grid, 3.0) + loglik
+    ok, chk = grid_posterior_check(idata.posterior["mu"].values, grid, logpost)
+    assert ok, chk
+
+
 # ---------------------------------------------------------------------- mechanics
 def test_same_draws_with_one_and_two_cores(hook):
     m = clamped_model()
@@ -327,6 +349,7 @@ def test_same_draws_with_one_and_two_cores(hook):
         assert "iw_accept" in idata.sample_stats
         out.append(idata.posterior["v"].values)
     np.testing.assert_array_equal(out[0], out[1])
+    assert not np.array_equal(out[0][0], out[0][1])  # each chain its own generator
 
 
 def test_not_added_where_records_are_collapsed_and_lp_kept(hook):
