@@ -41,6 +41,7 @@ from pymc_dp.kernels.allocation import (
     CategoricalAllocation,
     NormalAllocation,
     PoissonAllocation,
+    RngWords,
     _index_dtype,
 )
 from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof
@@ -516,3 +517,91 @@ def test_index_structures_stay_consistent(rng, dtype):
     np.testing.assert_array_equal(cat.counts, np.bincount(cat.x, minlength=4))
     units = pois._units[: pois.total]
     np.testing.assert_array_equal(np.bincount(units, minlength=300), pois.x)
+
+
+# --------------------------------------------------------------------------- advance (hot path)
+
+
+def _twins(make):
+    """Two equal allocations and two generators in the same state (deterministic checks)."""
+    return make(), make(), np.random.default_rng(123), np.random.default_rng(123)
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.Philox, np.random.MT19937])
+def test_advance_is_move_to_then_refresh_word_for_word(bit_generator):
+    """advance(target, n, RngWords(rng)) gives the records, index structures and generator
+    stream of move_to(target, rng) then refresh(n, rng), for every allocation class and bit
+    generator (deterministic: false-alarm rate 0). Negative control: the same calls with the
+    refresh before the move end elsewhere."""
+    plan = np.random.default_rng(9)
+    cats = plan.multinomial(2000, [0.2, 0.3, 0.5], size=30).astype(np.int64)
+    totals = plan.integers(0, 5000, 30)
+    sums = plan.normal(0.0, 50.0, 30)
+    swaps = plan.integers(0, 40, 30)
+    start_x = plan.integers(0, 3, 2000)
+    for kind in ("categorical", "poisson", "normal"):
+        if kind == "categorical":
+            a, b = CategoricalAllocation(start_x, 3), CategoricalAllocation(start_x, 3)
+            targets = cats
+        elif kind == "poisson":
+            a, b = PoissonAllocation(start_x), PoissonAllocation(start_x)
+            targets = [int(t) for t in totals]
+        else:
+            a, b = NormalAllocation(start_x, 1.5), NormalAllocation(start_x, 1.5)
+            targets = [float(t) for t in sums]
+        r1, r2 = np.random.Generator(bit_generator(5)), np.random.Generator(bit_generator(5))
+        words = RngWords(r2)
+        for target, n in zip(targets, swaps, strict=True):
+            a.move_to(target, r1)
+            a.refresh(int(n), r1)
+            b.advance(target, int(n), RngWords.of(r2, words))
+        np.testing.assert_array_equal(a.x, b.x)
+        assert r1.integers(2**62, size=8).tolist() == r2.integers(2**62, size=8).tolist()
+        if kind == "categorical":
+            np.testing.assert_array_equal(a._order, b._order)
+            np.testing.assert_array_equal(a._start, b._start)
+        if kind == "poisson":
+            assert a.total == b.total
+            np.testing.assert_array_equal(a._units[: a.total], b._units[: b.total])
+        # negative control: refresh first, then move (other words for the same moves)
+        c = type(a)(start_x, 3) if kind == "categorical" else None
+        if c is not None:
+            r3 = np.random.Generator(bit_generator(5))
+            for target, n in zip(targets, swaps, strict=True):
+                c.refresh(int(n), r3)
+                c.move_to(target, r3)
+            assert not np.array_equal(c.x, b.x)
+
+
+def test_advance_checks_the_target_in_the_kernel():
+    """A target of the wrong sum, sign, length or dtype raises before any move."""
+    alloc = CategoricalAllocation(np.array([0, 1, 1, 2, 2, 2]), 3)
+    words = RngWords(np.random.default_rng(0))
+    x0, order0 = alloc.x.copy(), alloc._order.copy()
+    bad = [
+        np.array([1, 1, 1]),  # sum 3, not 6
+        np.array([7, -1, 0]),  # a negative count
+        np.array([3, 3]),  # k = 2 entries for 3 categories
+        np.array([1.0, 2.0, 3.0]),  # float counts
+        [1, 2, 3],  # not an array
+    ]
+    for target in bad:
+        with pytest.raises(ValueError, match="int64 counts"):
+            alloc.advance(target, 4, words)
+        np.testing.assert_array_equal(alloc.x, x0)
+        np.testing.assert_array_equal(alloc._order, order0)
+    alloc.advance(np.array([1, 2, 3]), 4, words)  # the control: a valid target moves
+    assert alloc.counts.tolist() == [1, 2, 3]
+    with pytest.raises(OverflowError, match="state unchanged"):
+        PoissonAllocation(np.array([120], dtype=np.int8)).advance(130, 0, words)
+
+
+def test_rng_words_follow_the_generator():
+    """RngWords.of keeps its words for the same Generator and renews them for another."""
+    r1, r2 = np.random.default_rng(1), np.random.default_rng(1)
+    w1 = RngWords(r1)
+    assert RngWords.of(r1, w1) is w1
+    w2 = RngWords.of(r2, w1)
+    assert w2.rng is r2 and not np.array_equal(w1.words[:1], w2.words[:1])
+    with pytest.raises(TypeError, match="Generator"):
+        RngWords(np.random.RandomState(0))

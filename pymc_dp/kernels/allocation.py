@@ -90,15 +90,19 @@ Random draws: uniform integers by rejection from 64-bit words masked to the next
 
 from __future__ import annotations
 
+import ctypes
 import math
 import numbers
 
 import numba
 import numpy as np
+from numba.core import cgutils
+from numba.core import types as nb_types
+from numba.extending import intrinsic
 from numba.np.random.distributions import random_standard_normal
 from numba.np.random.generator_core import next_uint64
 
-__all__ = ["CategoricalAllocation", "NormalAllocation", "PoissonAllocation"]
+__all__ = ["CategoricalAllocation", "NormalAllocation", "PoissonAllocation", "RngWords"]
 
 # record dtypes kept as given (numba kernels are compiled per dtype); others are converted to
 # int64 when copying (uint64 is left out: its maximum does not fit the int64 kernels)
@@ -107,6 +111,73 @@ _KEPT_INT = tuple(
 )
 _KEPT_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 _INT32_RECORDS = 2**31 - 1
+
+
+# --------------------------------------------------------------------------- raw bit generator
+
+_BITGEN_TYPE = nb_types.NumPyRandomBitGeneratorType("bit_generator")
+
+
+@intrinsic
+def _bitgen_from(typingctx, state, next_u64, next_u32, next_dbl):  # pragma: no cover - compiled
+    """numba's bit-generator struct from raw pointers (what unboxing a ``Generator`` builds on
+    every call, through ``ctypes.cast``: about 6 us; here built once per :class:`RngWords`)."""
+    sig = _BITGEN_TYPE(nb_types.uintp, nb_types.uintp, nb_types.uintp, nb_types.uintp)
+
+    def codegen(context, builder, signature, args):
+        bg = cgutils.create_struct_proxy(_BITGEN_TYPE)(context, builder)
+        bg.parent = cgutils.get_null_value(context.get_value_type(nb_types.pyobject))
+        bg.state_address = args[0]
+        bg.state = args[0]
+        bg.fnptr_next_uint64 = args[1]
+        bg.fnptr_next_uint32 = args[2]
+        bg.fnptr_next_double = args[3]
+        bg.bit_generator = context.get_constant(nb_types.uintp, 0)
+        return bg._getvalue()
+
+    return sig, codegen
+
+
+@numba.njit(cache=True)
+def _bits(words):  # pragma: no cover - compiled
+    """The bit generator of :attr:`RngWords.words`."""
+    return _bitgen_from(words[0], words[1], words[2], words[3])
+
+
+class RngWords:
+    """A ``numpy.random.Generator``'s bit generator as raw pointers, for the ``advance`` methods.
+
+    numba unboxes a ``Generator`` argument on every call by four ``ctypes.cast`` calls (about
+    6 us); the pointers never change for a given bit generator, so they are read once here and
+    passed as one uint64 array. The kernels then draw from the very same stream as the
+    Generator (the same words in the same order as the ``rng`` methods), so results are
+    identical. The object keeps ``rng`` alive: the pointers are valid as long as it exists.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> w = RngWords(rng)
+    >>> w.rng is rng, w.words.dtype, w.words.shape
+    (True, dtype('uint64'), (4,))
+    """
+
+    __slots__ = ("rng", "words")
+
+    def __init__(self, rng):
+        _check_rng(rng)
+        c = rng.bit_generator.ctypes
+        fns = (c.next_uint64, c.next_uint32, c.next_double)
+        ptrs = [c.state.value] + [ctypes.cast(f, ctypes.c_void_p).value for f in fns]
+        self.words = np.array(ptrs, dtype=np.uint64)
+        self.rng = rng
+
+    @classmethod
+    def of(cls, rng, cached=None):
+        """``cached`` if it holds ``rng`` itself, else new words for ``rng``."""
+        if cached is not None and cached.rng is rng:
+            return cached
+        return cls(rng)
 
 
 # --------------------------------------------------------------------------- compiled kernels
@@ -174,7 +245,12 @@ def _relabel(bitgen, x, order, start, j, k):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _categorical_move(rng, x, order, start, target):  # pragma: no cover - compiled
     """Relabel records from categories above their target count to categories below it."""
-    bitgen = rng.bit_generator
+    _categorical_move_bits(rng.bit_generator, x, order, start, target)
+
+
+@numba.njit(cache=True)
+def _categorical_move_bits(bitgen, x, order, start, target):  # pragma: no cover - compiled
+    """:func:`_categorical_move` on a bit generator."""
     k = target.size
     donor = 0
     receiver = 0
@@ -191,7 +267,12 @@ def _categorical_move(rng, x, order, start, target):  # pragma: no cover - compi
 @numba.njit(cache=True)
 def _categorical_swaps(rng, x, order, n_swaps):  # pragma: no cover - compiled
     """Swap the values of two uniform records, ``n_swaps`` times (positions keep categories)."""
-    bitgen = rng.bit_generator
+    _categorical_swaps_bits(rng.bit_generator, x, order, n_swaps)
+
+
+@numba.njit(cache=True)
+def _categorical_swaps_bits(bitgen, x, order, n_swaps):  # pragma: no cover - compiled
+    """:func:`_categorical_swaps` on a bit generator."""
     n = order.size
     for _ in range(n_swaps):
         p = _below(bitgen, n)
@@ -203,6 +284,26 @@ def _categorical_swaps(rng, x, order, n_swaps):  # pragma: no cover - compiled
         x[b] = va
         order[p] = b
         order[q] = a
+
+
+@numba.njit(cache=True)
+def _categorical_advance(words, x, order, start, target, n_swaps):  # pragma: no cover - compiled
+    """``move_to(target)`` then ``refresh(n_swaps)`` in one call; False (nothing done) unless
+    ``target`` has ``k`` entries, each ``>= 0``, summing to the number of records."""
+    k = start.size - 1
+    if target.size != k:
+        return False
+    tot = 0
+    for j in range(k):
+        if target[j] < 0:
+            return False
+        tot += target[j]
+    if tot != order.size:
+        return False
+    bitgen = _bits(words)
+    _categorical_move_bits(bitgen, x, order, start, target)
+    _categorical_swaps_bits(bitgen, x, order, n_swaps)
+    return True
 
 
 @numba.njit(cache=True)
@@ -218,7 +319,12 @@ def _fill_units(x, units):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _units_add(rng, x, units, s, d, top):  # pragma: no cover - compiled
     """Add ``d`` units to uniform records; -1 (state unchanged) if a record would pass ``top``."""
-    bitgen = rng.bit_generator
+    return _units_add_bits(rng.bit_generator, x, units, s, d, top)
+
+
+@numba.njit(cache=True)
+def _units_add_bits(bitgen, x, units, s, d, top):  # pragma: no cover - compiled
+    """:func:`_units_add` on a bit generator."""
     n = x.size
     for t in range(d):
         r = _below(bitgen, n)
@@ -234,7 +340,12 @@ def _units_add(rng, x, units, s, d, top):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _units_remove(rng, x, units, s, d):  # pragma: no cover - compiled
     """Remove ``d`` uniformly chosen units (swap-remove); the new total."""
-    bitgen = rng.bit_generator
+    return _units_remove_bits(rng.bit_generator, x, units, s, d)
+
+
+@numba.njit(cache=True)
+def _units_remove_bits(bitgen, x, units, s, d):  # pragma: no cover - compiled
+    """:func:`_units_remove` on a bit generator."""
     for _ in range(d):
         u = _below(bitgen, s)
         x[units[u]] -= 1
@@ -246,7 +357,12 @@ def _units_remove(rng, x, units, s, d):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def _units_refresh(rng, x, units, s, n_moves, top):  # pragma: no cover - compiled
     """Move a uniform unit to a uniform record, ``n_moves`` times; the number of moves made."""
-    bitgen = rng.bit_generator
+    return _units_refresh_bits(rng.bit_generator, x, units, s, n_moves, top)
+
+
+@numba.njit(cache=True)
+def _units_refresh_bits(bitgen, x, units, s, n_moves, top):  # pragma: no cover - compiled
+    """:func:`_units_refresh` on a bit generator."""
     n = x.size
     for t in range(n_moves):
         u = _below(bitgen, s)
@@ -262,9 +378,37 @@ def _units_refresh(rng, x, units, s, n_moves, top):  # pragma: no cover - compil
 
 
 @numba.njit(cache=True)
+def _units_advance(words, x, units, s, target, n_moves, top):  # pragma: no cover - compiled
+    """``move_to(target)`` then ``refresh(n_moves)`` in one call (``units`` holds at least
+    ``target`` slots). Returns ``(total, moves made)``; total ``-1``: a record would pass
+    ``top`` while adding (state unchanged, no refresh)."""
+    bitgen = _bits(words)
+    if target > s:
+        s = _units_add_bits(bitgen, x, units, s, target - s, top)
+        if s < 0:
+            return s, 0
+    elif target < s:
+        s = _units_remove_bits(bitgen, x, units, s, s - target)
+    if s == 0:
+        return s, n_moves
+    return s, _units_refresh_bits(bitgen, x, units, s, n_moves, top)
+
+
+@numba.njit(cache=True)
 def _pair_refresh(rng, x, n_pairs, half_sd):  # pragma: no cover - compiled
     """Redraw ``(x_i, x_j)`` given ``x_i + x_j`` for ``n_pairs`` uniform pairs ``i != j``."""
-    bitgen = rng.bit_generator
+    _pair_refresh_bits(rng.bit_generator, x, n_pairs, half_sd)
+
+
+@numba.njit(cache=True)
+def _pair_refresh_words(words, x, n_pairs, half_sd):  # pragma: no cover - compiled
+    """:func:`_pair_refresh` on :attr:`RngWords.words`."""
+    _pair_refresh_bits(_bits(words), x, n_pairs, half_sd)
+
+
+@numba.njit(cache=True)
+def _pair_refresh_bits(bitgen, x, n_pairs, half_sd):  # pragma: no cover - compiled
+    """:func:`_pair_refresh` on a bit generator."""
     n = x.size
     if n < 2:
         return
@@ -435,6 +579,10 @@ class CategoricalAllocation:
         """Category counts, int64 of shape ``(k,)``."""
         return np.diff(self._start)
 
+    def count(self, j: int) -> int:
+        """The count of category ``j`` (``counts[j]`` without building the array)."""
+        return int(self._start[j + 1] - self._start[j])
+
     def move_to(self, counts_new, rng: np.random.Generator) -> None:
         """Relabel uniformly chosen records so the counts become ``counts_new``.
 
@@ -468,6 +616,32 @@ class CategoricalAllocation:
         n_swaps = _count("n_swaps", n_swaps)
         _check_rng(rng)
         _categorical_swaps(rng, self._x, self._order, n_swaps)
+
+    def advance(self, counts_new, n_swaps: int, words: RngWords) -> None:
+        """:meth:`move_to` then :meth:`refresh` in one compiled call (the sampler's hot path).
+
+        The same moves and the same random stream as ``move_to(counts_new, rng)`` followed by
+        ``refresh(n_swaps, rng)`` with ``words = RngWords(rng)``: identical results. The
+        target is checked inside the kernel (``ValueError`` before any move if ``counts_new``
+        is not an int64 array of ``k`` counts ``>= 0`` summing to ``N``); ``n_swaps`` must be a
+        non-negative int (not checked).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> alloc = CategoricalAllocation(np.array([0, 0, 1, 2, 2, 2]), 3)
+        >>> alloc.advance(np.array([1, 3, 2]), 5, RngWords(np.random.default_rng(0)))
+        >>> alloc.counts
+        array([1, 3, 2])
+        """
+        ok = isinstance(counts_new, np.ndarray) and counts_new.dtype == np.int64
+        if not (ok and counts_new.ndim == 1) or not _categorical_advance(
+            words.words, self._x, self._order, self._start, counts_new, n_swaps
+        ):
+            raise ValueError(
+                f"counts_new must be {self._k} int64 counts >= 0 summing to N = "
+                f"{self._x.size}, got {counts_new!r}"
+            )
 
 
 # --------------------------------------------------------------------------- Poisson
@@ -581,6 +755,37 @@ class PoissonAllocation:
                 "moves (each completed move kept the law); use a wider dtype"
             )
 
+    def advance(self, total_new: int, n_moves: int, words: RngWords) -> None:
+        """:meth:`move_to` then :meth:`refresh` in one compiled call (the sampler's hot path).
+
+        Identical results to ``move_to(total_new, rng)`` then ``refresh(n_moves, rng)`` with
+        ``words = RngWords(rng)``, and the same errors; ``total_new`` and ``n_moves`` must be
+        non-negative ints (not checked).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> alloc = PoissonAllocation(np.array([3, 0, 1]))
+        >>> alloc.advance(7, 4, RngWords(np.random.default_rng(0)))
+        >>> alloc.total, int(alloc.x.sum())
+        (7, 7)
+        """
+        self._reserve(total_new)
+        s, done = _units_advance(
+            words.words, self._x, self._units, self._s, total_new, n_moves, self._top
+        )
+        if s < 0:
+            raise OverflowError(
+                f"a record would exceed the maximum of dtype {self._x.dtype}; state "
+                f"unchanged (total {self._s}); use a wider dtype"
+            )
+        self._s = int(s)
+        if done < n_moves:
+            raise OverflowError(
+                f"a record would exceed the maximum of dtype {self._x.dtype} after {done} "
+                "moves (each completed move kept the law); use a wider dtype"
+            )
+
 
 # --------------------------------------------------------------------------- Normal
 
@@ -677,6 +882,23 @@ class NormalAllocation:
         n_pairs = _count("n_pairs", n_pairs)
         _check_rng(rng)
         _pair_refresh(rng, self._x, n_pairs, self._sigma / math.sqrt(2.0))
+
+    def advance(self, total_new: float, n_pairs: int, words: RngWords) -> None:
+        """:meth:`move_to` then :meth:`refresh` (the sampler's hot path): identical results to
+        ``move_to(total_new)`` then ``refresh(n_pairs, rng)`` with ``words = RngWords(rng)``;
+        ``total_new`` must be a finite float, ``n_pairs`` a non-negative int (not checked).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> alloc = NormalAllocation(np.array([1.0, 2.0, 3.0]), sigma=1.0)
+        >>> alloc.advance(9.0, 10, RngWords(np.random.default_rng(0)))
+        >>> bool(abs(alloc.x.sum() - 9.0) < 1e-12)
+        True
+        """
+        self._x += (total_new - self._total) / self._x.size
+        self._total = total_new
+        _pair_refresh_words(words.words, self._x, n_pairs, self._sigma / math.sqrt(2.0))
 
     def resync(self) -> float:
         """Re-sum the records (compensated) and spread the drift from ``total`` over them.

@@ -161,13 +161,13 @@ class CollapsedRecords(ForgetsInitialPoint, BlockedStep):
         parameters given the statistics; the incoming point's arrays are not written to."""
         new_point = dict(point)
         width = 0
-        # the parameters' inputs: the records a block redraws are read by no parameter
-        args = [new_point[name] for name in self._input_names]
+        # the parameters' inputs are read from ``point``: the records a block redraws are
+        # read by no parameter
         for b in self._blocks:
-            b.prepare(args, new_point[b.plan.name])
+            b.prepare(point, new_point[b.plan.name])
         for b, joint in zip(self._blocks, self._joint, strict=True):
             prior = None if joint is None else joint.prior(new_point)
-            new_point[b.plan.name], w = b.draw(args, new_point[b.plan.name], self.rng, prior)
+            new_point[b.plan.name], w = b.draw(point, new_point[b.plan.name], self.rng, prior)
             width += w
         for u in self._updaters:
             new_point.update(u.update(new_point, self.rng))

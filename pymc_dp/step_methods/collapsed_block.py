@@ -10,11 +10,13 @@ parameter whose collapsed children contribute their sufficient statistics in ``O
 from __future__ import annotations
 
 import numpy as np
+from pytensor.tensor.random.basic import BernoulliRV
 
 from pymc_dp.kernels.allocation import (
     CategoricalAllocation,
     NormalAllocation,
     PoissonAllocation,
+    RngWords,
 )
 from pymc_dp.kernels.collapsed_stat import (
     counts_gibbs_sampler,
@@ -22,6 +24,7 @@ from pymc_dp.kernels.collapsed_stat import (
     marginal_counts_gibbs_sampler,
     sample_normal_sum,
 )
+from pymc_dp.kernels.conjugate import _ONE_MINUS, _TINY
 from pymc_dp.step_methods.conjugate import _PRIOR_OPS, _analyze, _expanded_shape, _Updater
 from pymc_dp.step_methods.conjugate_pairs import Cells, NotConjugateError
 from pymc_dp.step_methods.da_checks import PRIVATIZED_HINT
@@ -75,13 +78,29 @@ def _normal_noise(rel):
 
 
 class CollapsedBlock:
-    """The statistic and records of one collapsible record variable (``plan``)."""
+    """The statistic and records of one collapsible record variable (``plan``).
+
+    Hot path (one call of :meth:`draw` per iteration): everything that does not change between
+    iterations is computed once: the contiguous columns of ``M``, the compiled kernels, the
+    derived parameters of a constant conjugate prior (:meth:`_marginal_law`), the bit
+    generator's pointers (:class:`~pymc_dp.kernels.allocation.RngWords`); the records move and
+    refresh in one compiled call (``alloc.advance``), checked inside the kernel. The draws are
+    the same, word for word of the generator, as with the allocation's public ``move_to`` and
+    ``refresh``.
+    """
 
     def __init__(self, plan, model, input_names, ck, refresh):
         self.plan = plan
         rel = release_arrays(model, plan.releases)
         self.C_own, self.M = plan.affine()
+        self.C_own = np.ascontiguousarray(self.C_own, dtype=np.float64)
         self.C = self.C_own  # plus the other cells' share, set before each draw
+        self._b_first = np.ascontiguousarray(self.M[:, 0], dtype=np.float64)
+        self._b_last = np.ascontiguousarray(self.M[:, -1], dtype=np.float64)
+        self._input_names = list(input_names)
+        self._kernels = {}  # compiled samplers of this block's noise (rebuilt after pickling)
+        self._words = None  # RngWords of the chain's generator (rebuilt after pickling)
+        self._law_key = self._law = None  # a constant prior and its derived law
         # cells of a table: other record variables read by the same releases
         self._peer_maps = [
             (m.rv, plan.affine_of(j)[1]) for j, m in enumerate(plan.members) if j != plan.index
@@ -113,11 +132,11 @@ class CollapsedBlock:
                 )
             self.peers.append((by_rv[rv], M))
 
-    def prepare(self, args, x) -> None:
+    def prepare(self, point, x) -> None:
         """Index the current records ``x`` (before any block of the step draws, so that the
         other cells' counts are known)."""
         if self.plan.family == "normal":
-            self._sigma = float(np.ravel(self._theta(args)[1])[0])
+            self._sigma = float(np.ravel(self._theta(point)[1])[0])
         self._sync(x)
 
     def stat_vector(self) -> np.ndarray:
@@ -134,6 +153,8 @@ class CollapsedBlock:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["alloc"] = None  # an index over the records, rebuilt from the next point
+        state["_kernels"] = {}  # compiled closures, rebuilt on first use
+        state["_words"] = None  # pointers into this process's generator
         return state
 
     def _sync(self, x):
@@ -162,7 +183,8 @@ class CollapsedBlock:
         return float(self.alloc.total)
 
     # ---------------------------------------------------------------- draw
-    def _theta(self, args):
+    def _theta(self, point):
+        args = [point[name] for name in self._input_names]
         vals = [np.asarray(v, dtype=np.float64) for v in self._param_fn(*args)]
         bad = [v for v in vals if not np.all(np.isfinite(v))]
         if bad:
@@ -171,31 +193,40 @@ class CollapsedBlock:
             )
         return vals
 
-    def draw(self, args, x, rng, prior=None):
+    def draw(self, point, x, rng, prior=None):
         """``(records, window width)``: a new statistic and the records moved to a draw given
         it (``x`` is never written to). With ``prior`` (the hyperparameters of the records'
         sole conjugate parameter, :func:`joint_prior`) the statistic is drawn from its law with
         that parameter integrated out (an exact draw of the statistic and, by the parameter's
-        own update after it, of both jointly); otherwise given the parameters in ``args``."""
+        own update after it, of both jointly); otherwise given the parameters at ``point``."""
         plan = self.plan
         theta = None
         if prior is None or plan.family == "normal":
-            theta = self._theta(args)
+            theta = self._theta(point)
         if plan.family == "normal":
             self._sigma = float(np.ravel(theta[1])[0])
         self._sync(x)
-        self.C = self.C_own
-        for peer, M in self.peers:
-            self.C = self.C + M @ peer.stat_vector()
-        width = None
+        if self.peers:
+            self.C = self.C_own
+            for peer, M in self.peers:
+                self.C = self.C + M @ peer.stat_vector()
+        drawn = None
         if prior is not None:
-            width = self._draw_marginal(prior, rng)
-        if width is None:
-            theta = self._theta(args) if theta is None else theta
-            width = self._draw_given(theta, rng)
-        if self.refresh:
-            self.alloc.refresh(self.refresh, rng)
+            drawn = self._draw_marginal(prior, rng)
+        if drawn is None:
+            theta = self._theta(point) if theta is None else theta
+            drawn = self._draw_given(theta, rng)
+        target, width = drawn
+        self._words = RngWords.of(rng, self._words)
+        self.alloc.advance(target, self.refresh, self._words)
         return self.alloc.x, width
+
+    def _kernel(self, factory):
+        """``factory(self.logpdf)``, looked up once per block."""
+        fn = self._kernels.get(factory)
+        if fn is None:
+            fn = self._kernels[factory] = factory(self.logpdf)
+        return fn
 
     def _draw_given(self, theta, rng):
         plan = self.plan
@@ -206,30 +237,48 @@ class CollapsedBlock:
             return self._draw_count(_POISSON, mean, 0.0, rng)
         return self._draw_normal(plan.n * float(np.ravel(theta[0])[0]), 0.0, rng)
 
-    def _draw_marginal(self, prior, rng):
-        """The statistic with the conjugate parameter integrated out, or None where the
-        marginal is not log-concave (shape parameters below 1: the caller then draws given
-        the parameter)."""
+    def _marginal_law(self, prior):
+        """What :meth:`_draw_marginal` draws for ``prior``: ``("normal", mean, var)``,
+        ``("count", family, t1, t2)``, ``("counts", alpha)`` or None (not log-concave).
+        Cached for the last ``prior`` object (a constant prior is the same object each
+        iteration: :meth:`_CollapsedUpdater.prior`)."""
+        if prior is self._law_key:
+            return self._law
         plan = self.plan
         family, hyper = prior
         if family == "normal":
             m0, s0 = (float(np.ravel(h)[0]) for h in hyper)
-            return self._draw_normal(plan.n * m0, (plan.n * s0) ** 2, rng)
-        if family == "gamma":
+            law = ("normal", plan.n * m0, (plan.n * s0) ** 2)
+        elif family == "gamma":
             a, scale = (float(np.ravel(h)[0]) for h in hyper)  # PyTensor's gamma: scale = 1/rate
             b = 1.0 / scale
-            if a < 1.0:
-                return None
-            return self._draw_count(_NEG_BINOMIAL, a, b / (b + plan.n), rng)
-        if family == "beta":
-            alpha = np.array([float(np.ravel(hyper[1])[0]), float(np.ravel(hyper[0])[0])])
+            law = None if a < 1.0 else ("count", _NEG_BINOMIAL, a, b / (b + plan.n))
         else:
-            alpha = np.asarray(hyper[0], dtype=np.float64).ravel()
-        if np.any(alpha < 1.0):
+            if family == "beta":
+                alpha = np.array([float(np.ravel(hyper[1])[0]), float(np.ravel(hyper[0])[0])])
+            else:
+                alpha = np.asarray(hyper[0], dtype=np.float64).ravel()
+            if np.any(alpha < 1.0):
+                law = None
+            elif plan.k == 2:
+                law = ("count", _BETA_BINOMIAL, float(alpha[1]), float(alpha[0]))
+            else:
+                law = ("counts", np.ascontiguousarray(alpha))
+        self._law_key, self._law = prior, law
+        return law
+
+    def _draw_marginal(self, prior, rng):
+        """``(target, width)``: the statistic with the conjugate parameter integrated out, or
+        None where the marginal is not log-concave (shape parameters below 1: the caller then
+        draws given the parameter)."""
+        law = self._marginal_law(prior)
+        if law is None:
             return None
-        if plan.k == 2:
-            return self._draw_count(_BETA_BINOMIAL, float(alpha[1]), float(alpha[0]), rng)
-        return self._draw_counts_with(marginal_counts_gibbs_sampler, alpha, rng)
+        if law[0] == "normal":
+            return self._draw_normal(law[1], law[2], rng)
+        if law[0] == "count":
+            return self._draw_count(law[1], law[2], law[3], rng)
+        return self._draw_counts_with(marginal_counts_gibbs_sampler, law[1], rng)
 
     def _impossible(self):
         raise ValueError(
@@ -248,26 +297,16 @@ class CollapsedBlock:
             )
 
     def _draw_count(self, family, t1, t2, rng):
+        """``(target, width)``: a count drawn by the window sampler (target: the two
+        category counts, or the Poisson total)."""
         plan = self.plan
-        b = self.M[:, 0] if family in (_POISSON, _NEG_BINOMIAL) else self.M[:, -1]
-        sampler = marginal_count_sampler(self.logpdf)
-        s, width = sampler(
-            family,
-            plan.n,
-            t1,
-            t2,
-            self.C,
-            np.ascontiguousarray(b),
-            self.z,
-            self.params,
-            rng.random(),
-        )
+        b = self._b_first if family in (_POISSON, _NEG_BINOMIAL) else self._b_last
+        sampler = self._kernel(marginal_count_sampler)
+        s, width = sampler(family, plan.n, t1, t2, self.C, b, self.z, self.params, rng.random())
         self._check_code(s, (t1, t2))
         if family in (_BINOMIAL, _BETA_BINOMIAL):
-            self.alloc.move_to(np.array([plan.n - s, s], dtype=np.int64), rng)
-        else:
-            self.alloc.move_to(int(s), rng)
-        return int(width)
+            return np.array([plan.n - s, s], dtype=np.int64), int(width)
+        return int(s), int(width)
 
     def _draw_counts(self, p, rng):
         plan = self.plan
@@ -282,12 +321,11 @@ class CollapsedBlock:
     def _draw_counts_with(self, factory, weights, rng):
         """One pair-move sweep over the counts (cell probabilities, or Dirichlet weights)."""
         counts = np.array(self.counts(), dtype=np.int64)
-        sweep = factory(self.logpdf)
+        sweep = self._kernel(factory)
         u = rng.random(4 * self.plan.k)
         width = sweep(counts, np.ascontiguousarray(weights), self.C, self.M, self.z, self.params, u)
         self._check_code(width, weights)
-        self.alloc.move_to(counts, rng)
-        return int(width)
+        return counts, int(width)
 
     def _draw_normal(self, mean, extra_var, rng):
         """The Normal sum given its mean (and ``extra_var``: the variance the integrated
@@ -297,13 +335,14 @@ class CollapsedBlock:
             mean,
             n * self._sigma**2 + extra_var,
             self.C,
-            self.M[:, 0],
+            self._b_first,
             self.z,
             self.noise,
             rng.random(),
         )
-        self.alloc.move_to(float(s), rng)
-        return 1
+        if not np.isfinite(s):
+            raise ValueError(f"the sum of records {self.plan.rv.name!r} drew {s!r}")
+        return float(s), 1
 
 
 # -------------------------------------------------------------------- parameters
@@ -324,11 +363,26 @@ def simple_plan(var, model):
 
 
 class _CollapsedUpdater(_Updater):
-    """A conjugate update in which collapsed children contribute through their counts."""
+    """A conjugate update in which collapsed children contribute through their counts.
+
+    What does not change between iterations is computed once: the checked hyperparameters
+    when every one is a constant (:meth:`prior` then returns the same object each time), and
+    the statistics of one record of each value (``_one``) when the child's extra inputs are
+    constants. A scalar ``Beta`` with constant hyperparameters whose only child is a collapsed
+    block of Bernoulli records is drawn from ``Beta(a + S, b + N - S)`` directly, with the same
+    floating-point operations and random stream as the general path (the same draw).
+    """
 
     def __init__(self, plan, model, compile_kwargs, by_rv):
         super().__init__(plan, model, compile_kwargs)
         self._blocks = [by_rv.get(c.rv) if c.index is None else None for c in plan.children]
+        self._const_hyper = all(q.kind == "const" for q in self.hyper)
+        self._prior = None  # (family, hyper), cached when every hyperparameter is constant
+        self._one_cache = {}
+        sole = self._blocks[0] if len(self._blocks) == 1 else None
+        scalar_beta = self.family == "beta" and self.shape == () and self._const_hyper
+        bernoulli = sole is not None and self.children[0][0].op is BernoulliRV
+        self._beta_block = sole if scalar_beta and bernoulli and sole.plan.k == 2 else None
 
     @property
     def sole_block(self):
@@ -343,43 +397,79 @@ class _CollapsedUpdater(_Updater):
             return None
         return block
 
-    def prior(self, point):
-        """``(family, hyperparameters)`` at ``point`` (checked as the update checks them)."""
-        compiled = self._fn(point) if self._fn is not None else None
+    def _checked(self, point, compiled):
+        if self._prior is not None:
+            return self._prior
         hyper = [np.asarray(q.get(point, compiled), dtype=np.float64) for q in self.hyper]
         self.pair.check_hyper(hyper, self.labels)
-        return self.family, hyper
+        prior = (self.family, hyper)
+        if self._const_hyper:
+            self._prior = prior
+        return prior
 
-    def _block_stats(self, child, block, point, compiled):
-        link, _, orders, _, eqs, what = child
+    def prior(self, point):
+        """``(family, hyperparameters)`` at ``point`` (checked as the update checks them)."""
+        if self._prior is not None:
+            return self._prior
+        compiled = self._fn(point) if self._fn is not None else None
+        return self._checked(point, compiled)
+
+    def _posterior(self, point):
+        compiled = self._fn(point) if self._fn is not None else None
+        hyper = self._checked(point, compiled)[1]
+        return self.pair.posterior(hyper, self._totals(point, compiled), self.shape)
+
+    def update(self, point, rng) -> dict:
+        """``{value name: new value}``: one exact draw from the full conditional."""
+        block = self._beta_block
+        if block is None or block.alloc is None:
+            return super().update(point, rng)
+        a, b = (float(h) for h in self._checked(point, None)[1])
+        # the general path's arithmetic: S successes of N trials (both exact in float64),
+        # Beta(a + S, b + (N - S)), clipped into the open unit interval (draw_beta)
+        s = float(block.alloc.count(1))
+        theta = rng.beta(a + s, b + (float(block.plan.n) - s))
+        theta = min(max(theta, _TINY), _ONE_MINUS)
+        return {self.value_name: self._finish(theta, self.forward)}
+
+    def _one(self, i, v, point, compiled):
+        """The statistics of one record of value ``v`` of child ``i`` (float64 arrays)."""
+        key = (i, int(v))
+        hit = self._one_cache.get(key)
+        if hit is not None:
+            return hit
+        link, _, orders, _, eqs, what = self.children[i]
         extras = tuple(e.get(point, compiled) for e in eqs)
         cells = Cells(_expanded_shape(self.shape, orders), self.shape)
-        dtype = block.plan.value.dtype
+        dtype = self._blocks[i].plan.value.dtype
+        stats = [
+            np.asarray(s, dtype=np.float64)
+            for s in link.stats(np.array([v], dtype=dtype), extras, cells, what)
+        ]
+        if all(e.kind == "const" for e in eqs):
+            self._one_cache[key] = stats
+        return stats
 
-        def one(v):
-            return [
-                np.asarray(s, dtype=np.float64)
-                for s in link.stats(np.array([v], dtype=dtype), extras, cells, what)
-            ]
-
+    def _block_stats(self, i, block, point, compiled):
         if block.plan.family == "categorical":
             counts = block.counts()
             acc = None
             for v in np.flatnonzero(counts):
-                st = [s * float(counts[v]) for s in one(v)]
+                st = [s * float(counts[v]) for s in self._one(i, v, point, compiled)]
                 acc = st if acc is None else [a + s for a, s in zip(acc, st, strict=True)]
             return acc
         n, s = float(block.plan.n), block.total()
+        zero, one = self._one(i, 0, point, compiled), self._one(i, 1, point, compiled)
         # the statistics are affine in one record's value: n records summing to s
-        return [n * a + s * (b - a) for a, b in zip(one(0), one(1), strict=True)]
+        return [n * a + s * (b - a) for a, b in zip(zero, one, strict=True)]
 
     def _totals(self, point, compiled):
         acc = None
-        for child, block in zip(self.children, self._blocks, strict=True):
+        for i, (child, block) in enumerate(zip(self.children, self._blocks, strict=True)):
             if block is None or block.alloc is None:
                 stats = self._child_stats(child, point, compiled)
             else:
-                stats = self._block_stats(child, block, point, compiled)
+                stats = self._block_stats(i, block, point, compiled)
             acc = self.pair.combine(acc, stats)
         return acc
 
