@@ -39,8 +39,9 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp.distributions.release import Release
+from pymc_dp.step_methods.collapsed_bn import NaiveBayesPlan, register_naive_bayes
 
-__all__ = ["build_bn_model", "topological_order"]
+__all__ = ["build_bn_model", "naive_bayes_root", "topological_order"]
 
 
 def topological_order(network) -> tuple[str, ...]:
@@ -59,6 +60,50 @@ def topological_order(network) -> tuple[str, ...]:
         done.extend(ready)
         todo = [v for v in todo if v not in ready]
     return tuple(done)
+
+
+def naive_bayes_root(network) -> str | None:
+    """The root of a naive-Bayes network (one root, every other node with the root as its
+    only parent), else None.
+
+    Examples
+    --------
+    >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet
+    >>> naive_bayes_root(DiscreteBayesNet({"y": 2, "a": 2, "b": 3}, {"a": ["y"], "b": ["y"]}))
+    'y'
+    >>> naive_bayes_root(DiscreteBayesNet({"a": 2, "b": 2, "c": 2}, {"b": ["a"], "c": ["b"]}))
+    """
+    roots = [v for v in network.nodes if not network.parents[v]]
+    if len(roots) != 1:
+        return None
+    root = roots[0]
+    if all(network.parents[v] == (root,) for v in network.nodes if v != root):
+        return root
+    return None
+
+
+def _register_naive_bayes(model, rel, alpha, observed, release) -> None:
+    """Register ``model`` for :class:`~pymc_dp.step_methods.collapsed_bn.CollapsedNaiveBayes`
+    when the network is naive Bayes (the step then samples it exactly)."""
+    net = rel.network
+    root = naive_bayes_root(net)
+    if root is None:
+        return
+    states = dict(zip(net.nodes, net.cardinalities, strict=True))
+    plan = NaiveBayesPlan(
+        root=root,
+        leaves=tuple(v for v in net.nodes if v != root),
+        states=states,
+        nodes=tuple(net.nodes),
+        theta={v: model[f"theta_{v}"] for v in net.nodes},
+        records={v: model[f"x_{v}"] for v in net.nodes},
+        alpha={v: alpha[v].reshape(states[v]) if v == root else alpha[v] for v in net.nodes},
+        release=release,
+        observed=observed.copy(),
+        mechanism=rel.mechanism,
+        n=int(rel.n),
+    )
+    register_naive_bayes(model, plan)
 
 
 def _priors(rel, prior) -> dict[str, np.ndarray]:
@@ -118,5 +163,6 @@ def build_bn_model(rel, prior=1.0, name: str = "release") -> pm.Model:
         records: dict = {}
         counts = {v: _node(net, v, alpha[v], records, rel.n) for v in topological_order(net)}
         stat = pt.concatenate([counts[v] for v in net.nodes])
-        Release(name, stat, rel.mechanism, observed=observed, **bounds)
+        release = Release(name, stat, rel.mechanism, observed=observed, **bounds)
+    _register_naive_bayes(model, rel, alpha, observed, release)
     return model

@@ -316,8 +316,17 @@ class BayesNetCountsRelease:
         observed=...)`` of all count tables, flattened and concatenated in node order, with
         ``T`` computed from the records as :func:`bayes_net_count_tables` does and the
         release's own mechanism (so :func:`pymc_dp.privacy_report` gives :meth:`guarantee`).
-        ``pm.sample`` picks the data-augmentation step for the records (one block: each record
-        is redrawn whole) and conjugate Gibbs for the ``theta``.
+
+        Which step samples it. For a naive-Bayes network (one root, every other node with the
+        root as its only parent, as in Zhang et al.'s classifier) the model is registered with
+        :class:`~pymc_dp.step_methods.collapsed_bn.CollapsedNaiveBayes`, which ``pm.sample``
+        assigns all CPTs and records: every iteration is an exact, independent draw from the
+        posterior (the class counts from their marginal posterior, a finite sum, then the
+        tables, CPTs and records given them), so ESS is about the number of draws. For any other
+        network, or a naive-Bayes model changed after it was built, ``pm.sample`` picks the
+        data-augmentation step for the records (one block: each record is redrawn whole) and
+        conjugate Gibbs for the ``theta``; these mix slowly when the release barely informs the
+        records (check ``az.summary``).
 
         The model conditions on :attr:`tables` as published: the raw noisy tables, or for a
         release published projected (:attr:`projection` ``(0, n)``, Alg. 1 step 4) the
