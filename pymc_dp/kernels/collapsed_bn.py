@@ -327,13 +327,16 @@ def arrange_records(counts, tables, rng: np.random.Generator):
     block = np.repeat(np.arange(counts.size), counts)  # class of each sorted position
     start = np.concatenate(([0], np.cumsum(counts)[:-1]))
     local = np.arange(n) - start[block]  # position within its class block
-    leaves = []
-    for tab in tables:
-        tab = np.asarray(tab, dtype=np.int64)
-        cum = np.cumsum(tab, axis=1)[:, :-1]  # (K_y, K_i - 1) thresholds
-        vals = (local[:, None] >= cum[block]).sum(axis=1)  # sorted by value in each block
-        shuffle = np.argsort(block + rng.random(n), kind="stable")  # random within blocks
-        x = np.empty(n, dtype=np.int64)
-        x[order] = vals[shuffle]
-        leaves.append(x)
+    if not len(tables):
+        return y.astype(np.int64), []
+    kmax = max(np.shape(t)[1] for t in tables)
+    tab = np.zeros((len(tables), counts.size, kmax), dtype=np.int64)  # zero-padded states
+    for i, t in enumerate(tables):
+        tab[i, :, : np.shape(t)[1]] = t
+    cum = np.cumsum(tab, axis=2)[:, :, :-1]  # (L, K_y, K - 1) thresholds
+    vals = (local[None, :, None] >= cum[:, block, :]).sum(axis=2)  # sorted in each block
+    shuffle = np.argsort(block[None, :] + rng.random((len(tables), n)), axis=1, kind="stable")
+    x = np.empty((len(tables), n), dtype=np.int64)
+    x[:, order] = np.take_along_axis(vals, shuffle, axis=1)  # random within blocks
+    leaves = list(x)
     return y.astype(np.int64), leaves
