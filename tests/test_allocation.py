@@ -156,6 +156,69 @@ def test_categorical_transport_is_exact(rng, counts, target, moves):
     assert_rejects(gof(first_member_relabel(starts, moves), dest), what="first-member chooser")
 
 
+@pytest.mark.parametrize(
+    ("counts", "target", "moves"),
+    [
+        ((4, 2), (2, 4), [(0, 1), (0, 1)]),  # Bernoulli, N = 6, S = 2 -> 4
+        ((2, 5), (5, 2), [(1, 0)] * 3),  # N = 7, 3 of the 5 ones become zeros
+        ((3, 1, 2), (1, 3, 2), [(0, 1), (0, 1)]),  # one donor, one receiver among 3
+    ],
+)
+def test_categorical_bulk_transport_is_exact(rng, counts, target, moves):
+    """The one-pass transport of large moves (bulk_min = 0 here) maps the uniform law on
+    arrangements with ``counts`` to the uniform law with ``target``; exactly the moved records
+    change. False-alarm rate 1e-6 (chi-square); the first-member chooser is rejected."""
+    space = arrangements(counts)
+    uniform = np.full(len(space.states), 1.0 / len(space.states))
+    starts = exact_starts(space, uniform, rng)
+    k = len(counts)
+    before = []
+
+    def bulk(alloc):
+        alloc.bulk_min = 0
+        alloc.refresh(3, rng)  # the grouping's order permuted (the law kept)
+        before.append(alloc.x.copy())
+        alloc.move_to(np.array(target), rng)
+
+    ends = run_categorical(starts, k, bulk)
+    dest = arrangements(target)
+    assert_gof(gof(ends, dest), what="bulk transport")
+    moved = sum(max(t - c, 0) for c, t in zip(counts, target, strict=True))
+    assert np.all((ends != np.array(before)).sum(axis=1) == moved)
+    assert_rejects(gof(first_member_relabel(starts, moves), dest), what="first-member chooser")
+
+
+def test_bulk_transport_is_used_only_for_large_one_way_moves():
+    """The one-pass path draws other words than the one-at-a-time path: with bulk_min =
+    2**16, moves below it (or below a quarter of N, or between several categories) draw the
+    same words as with bulk off; a large one-way move does not (deterministic)."""
+
+    def words_after(x, k, target, bulk_min):
+        alloc = CategoricalAllocation(x, k)
+        alloc.bulk_min = bulk_min
+        rng = np.random.default_rng(3)
+        alloc.move_to(np.array(target), rng)
+        assert alloc.counts.tolist() == list(target)
+        return rng.integers(2**62, size=4).tolist(), alloc.x
+
+    n = 300_000
+    ones = np.ones(n, dtype=np.int8)
+    off = 2**62
+    # large one-way move (180000 of 300000): bulk by default
+    big = [n - 120_000, 120_000]
+    assert words_after(ones, 2, big, 2**16)[0] != words_after(ones, 2, big, off)[0]
+    w_bulk, x_bulk = words_after(ones, 2, big, 2**16)
+    assert int((x_bulk != ones).sum()) == n - 120_000 and w_bulk == words_after(ones, 2, big, 0)[0]
+    # below a quarter of N, below bulk_min, or two receivers: the one-at-a-time path
+    small = [70_000, n - 70_000]
+    assert words_after(ones, 2, small, 2**16)[0] == words_after(ones, 2, small, off)[0]
+    x3 = np.repeat(np.array([0, 1, 2], dtype=np.int8), [n - 2, 1, 1])
+    two = [100_000, 100_000, 100_000]
+    assert words_after(x3, 3, two, 2**16)[0] == words_after(x3, 3, two, off)[0]
+    few = [1000, n - 1000]
+    assert words_after(ones, 2, few, 2**16)[0] == words_after(ones, 2, few, off)[0]
+
+
 def sorting_swaps(xs, n_swaps, rng):
     """Negative control: swap two uniform records only when that sorts them (not invariant)."""
     xs = xs.copy()

@@ -33,6 +33,18 @@ from categories above their target to categories below it (the sequence depends 
 :math:`c, c'` only), so it maps the uniform law on :math:`c` to the uniform law on :math:`c'`.
 A record is relabelled at most once (it lands in a receiving category, never a donor).
 
+*Bulk transport (categorical, large moves).* When one category :math:`j` gives :math:`m`
+records to one other :math:`r` (e.g. Bernoulli records), each of its :math:`c_j` members is
+taken independently with probability :math:`t/256` (one byte of a random word each: exact)
+and relabelled :math:`r`, then a uniformly chosen subset of the taken ones is put back, or of
+the others taken, until exactly :math:`m` are (exact integer uniforms, Floyd's algorithm). The
+procedure treats the records alike whatever their indices: for a permutation :math:`\sigma`
+of the records, its result from :math:`\sigma x` has the law of its result from :math:`x`
+permuted by :math:`\sigma`. So it maps a permutation-invariant law (the uniform law on
+arrangements with counts :math:`c`) to a permutation-invariant law on arrangements with
+counts :math:`c'` (reached exactly), and the only such law is the uniform one. (The
+one-at-a-time relabelling is exact by the same argument.)
+
 *Swaps (categorical refresh).* Pick records :math:`i, j` uniformly and independently and swap
 their values. For each fixed pair this is a bijection of the arrangements with counts
 :math:`c`, so it maps the uniform law to itself; the mixture over pairs does too. Transpositions
@@ -111,6 +123,9 @@ _KEPT_INT = tuple(
 )
 _KEPT_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 _INT32_RECORDS = 2**31 - 1
+#: default :attr:`CategoricalAllocation.bulk_min`: about 10^6 records (one at a time is as fast
+#: while the records fit the CPU's caches, and keeps the draws of earlier versions)
+BULK_MIN = 2**20
 
 
 # --------------------------------------------------------------------------- raw bit generator
@@ -243,14 +258,97 @@ def _relabel(bitgen, x, order, start, j, k):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _categorical_move(rng, x, order, start, target):  # pragma: no cover - compiled
+def _categorical_move(rng, x, order, start, target, bulk_min):  # pragma: no cover - compiled
     """Relabel records from categories above their target count to categories below it."""
-    _categorical_move_bits(rng.bit_generator, x, order, start, target)
+    _categorical_move_bits(rng.bit_generator, x, order, start, target, bulk_min)
 
 
 @numba.njit(cache=True)
-def _categorical_move_bits(bitgen, x, order, start, target):  # pragma: no cover - compiled
-    """:func:`_categorical_move` on a bit generator."""
+def _categorical_move_bits(bitgen, x, order, start, target, bulk_min):  # pragma: no cover
+    """:func:`_categorical_move` on a bit generator: one relabelling at a time, or
+    :func:`_categorical_bulk` when one category gives to one other at least ``bulk_min``
+    records and a quarter of all records."""
+    k = target.size
+    moved = 0
+    donor = receiver = -1
+    donors = receivers = 0
+    for j in range(k):
+        d = start[j + 1] - start[j] - target[j]
+        if d > 0:
+            moved += d
+            donor = j
+            donors += 1
+        elif d < 0:
+            receiver = j
+            receivers += 1
+    if donors == 1 and receivers == 1 and moved >= bulk_min and 4 * moved >= order.size:
+        _categorical_bulk(bitgen, x, order, start, (donor, receiver, moved))
+        return
+    _categorical_relabel_all(bitgen, x, order, start, target)
+
+
+@numba.njit(cache=True)
+def _uniform_ranks(bitgen, d, n):  # pragma: no cover - compiled
+    """A uniform ``d``-subset of ``0 .. n-1``, sorted (Floyd's algorithm, exact uniforms)."""
+    chosen = set()
+    for top in range(n - d, n):
+        v = _below(bitgen, top + 1)
+        chosen.add(top if v in chosen else v)
+    out = np.empty(d, dtype=np.int64)
+    i = 0
+    for v in chosen:
+        out[i] = v
+        i += 1
+    out.sort()
+    return out
+
+
+@numba.njit(cache=True)
+def _categorical_bulk(bitgen, x, order, start, move):  # pragma: no cover - compiled
+    """Relabel a uniform ``m``-subset of category ``j`` as ``r`` (``move = (j, r, m)``) in one
+    pass, then rebuild the grouping (counting sort): ``O(N)``, sequential memory access, no
+    allocation of ``O(N)`` memory.
+
+    Each member is taken independently with probability ``t / 256``, ``t = round(256 m /
+    c_j)`` (one byte of a 64-bit word per member: exact), then a uniform subset of the taken
+    ones is put back, or of the others taken, to reach exactly ``m`` (ranks by Floyd's
+    algorithm). Exact: see the module docstring, *Bulk transport*."""
+    j, r, m = move
+    lo = start[j]
+    c = start[j + 1] - lo
+    t = min(max((256 * m + c // 2) // c, 1), 256)
+    taken = 0
+    word = np.uint64(0)
+    i = 0
+    while i < c:
+        word = next_uint64(bitgen)
+        for b in range(min(8, c - i)):  # branch-free: every member is written (j or r)
+            take = np.int64(np.int64((word >> np.uint64(8 * b)) & np.uint64(255)) < t)
+            x[order[lo + i]] = j + (r - j) * take
+            taken += take
+            i += 1
+    if taken != m:
+        # put back taken - m of the taken, or take m - taken of the others: uniform ranks
+        # among the members now labelled ``frm``, walked in segment order
+        frm, to, d = (r, j, taken - m) if taken > m else (j, r, m - taken)
+        ranks = _uniform_ranks(bitgen, d, taken if taken > m else c - taken)
+        seen = 0
+        nxt = 0
+        for i in range(c):
+            rec = order[lo + i]
+            if x[rec] == frm:
+                if seen == ranks[nxt]:
+                    x[rec] = to
+                    nxt += 1
+                    if nxt == d:
+                        break
+                seen += 1
+    _group(x, np.int64(start.size - 1), order, start)
+
+
+@numba.njit(cache=True)
+def _categorical_relabel_all(bitgen, x, order, start, target):  # pragma: no cover - compiled
+    """Relabel one record at a time (:func:`_relabel`), donors and receivers in index order."""
     k = target.size
     donor = 0
     receiver = 0
@@ -287,7 +385,7 @@ def _categorical_swaps_bits(bitgen, x, order, n_swaps):  # pragma: no cover - co
 
 
 @numba.njit(cache=True)
-def _categorical_advance(words, x, order, start, target, n_swaps):  # pragma: no cover - compiled
+def _categorical_advance(words, x, order, start, target, n_swaps, bulk_min):  # pragma: no cover
     """``move_to(target)`` then ``refresh(n_swaps)`` in one call; False (nothing done) unless
     ``target`` has ``k`` entries, each ``>= 0``, summing to the number of records."""
     k = start.size - 1
@@ -301,7 +399,7 @@ def _categorical_advance(words, x, order, start, target, n_swaps):  # pragma: no
     if tot != order.size:
         return False
     bitgen = _bits(words)
-    _categorical_move_bits(bitgen, x, order, start, target)
+    _categorical_move_bits(bitgen, x, order, start, target, bulk_min)
     _categorical_swaps_bits(bitgen, x, order, n_swaps)
     return True
 
@@ -526,6 +624,9 @@ class CategoricalAllocation:
         The records (updated in place by :meth:`move_to` and :meth:`refresh`).
     counts : numpy.ndarray of int64, shape (k,)
         The category counts (a fresh array on each access).
+    bulk_min : int
+        A transport that moves at least this many records (default :data:`BULK_MIN`) and at
+        least a quarter of all records is made in one pass (see :meth:`move_to`).
 
     Notes
     -----
@@ -563,6 +664,7 @@ class CategoricalAllocation:
         bad = _group(self._x, np.int64(self._k), self._order, self._start)
         if bad >= 0:
             raise ValueError(f"x[{bad}] = {self._x[bad]} is not in 0 .. {self._k - 1}")
+        self.bulk_min = BULK_MIN
 
     @property
     def x(self) -> np.ndarray:
@@ -588,7 +690,13 @@ class CategoricalAllocation:
 
         Exact transport of the uniform law on arrangements with the current counts to the
         uniform law with ``counts_new``. Cost :math:`O(k \\sum_j |\\Delta_j|)`; exactly
-        :math:`\\sum_j \\max(\\Delta_j, 0)` records change.
+        :math:`\\sum_j \\max(\\Delta_j, 0)` records change. A move from one category to
+        one other of at least :attr:`bulk_min` records and a quarter of all records (e.g. the
+        first move of a chain of Bernoulli records from PyMC's initial point at large ``N``)
+        is made in one sequential pass instead (module docstring, *Bulk transport*), about
+        :math:`O(N)` at a few nanoseconds per record where one relabelling at a time costs
+        about 100 ns per moved record once the records exceed the CPU's caches; it draws
+        other words from ``rng`` than the one-at-a-time path.
 
         Parameters
         ----------
@@ -605,7 +713,7 @@ class CategoricalAllocation:
             raise ValueError(
                 f"counts_new must be >= 0 and sum to N = {self._x.size}, got {counts_new!r}"
             )
-        _categorical_move(rng, self._x, self._order, self._start, target)
+        _categorical_move(rng, self._x, self._order, self._start, target, self.bulk_min)
 
     def refresh(self, n_swaps, rng: np.random.Generator) -> None:
         """Swap the values of two uniformly chosen records, ``n_swaps`` times (:math:`O(1)` each).
@@ -636,7 +744,7 @@ class CategoricalAllocation:
         """
         ok = isinstance(counts_new, np.ndarray) and counts_new.dtype == np.int64
         if not (ok and counts_new.ndim == 1) or not _categorical_advance(
-            words.words, self._x, self._order, self._start, counts_new, n_swaps
+            words.words, self._x, self._order, self._start, counts_new, n_swaps, self.bulk_min
         ):
             raise ValueError(
                 f"counts_new must be {self._k} int64 counts >= 0 summing to N = "
