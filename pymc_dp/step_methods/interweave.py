@@ -521,18 +521,20 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             if not math.isfinite(lp):
                 lp = -math.inf
             for idx, kern, n_steps in self._kernels:
-                for _ in range(n_steps):
+                # the call's random numbers at once; after tuning the proposal is fixed, so
+                # its increments too
+                z = rng.standard_normal((n_steps, idx.size))
+                log_u = np.log(rng.uniform(size=n_steps))
+                fixed = None if self.tune else z @ kern.chol.T
+                for i in range(n_steps):
                     prop = theta.copy()
-                    prop[idx] = kern.propose(theta[idx], rng)
+                    prop[idx] += kern.chol @ z[i] if fixed is None else fixed[i]
                     out_p = target(prop, *noises, *others)
                     lp_p = float(out_p[0])
-                    if math.isfinite(lp_p):
-                        log_r = lp_p - lp
-                        a = 1.0 if log_r >= 0.0 else math.exp(log_r)
-                    else:
-                        a = 0.0
-                    if rng.uniform() < a:
+                    log_r = lp_p - lp if math.isfinite(lp_p) else -math.inf
+                    if log_r > log_u[i]:
                         theta, lp, best, moved = prop, lp_p, out_p, True
+                    a = 1.0 if log_r >= 0.0 else math.exp(log_r)
                     acc_sum += a
                     if self.tune:
                         kern.adapt(theta[idx], a)
