@@ -154,10 +154,20 @@ def register_naive_bayes(model, plan: NaiveBayesPlan) -> None:
 
     Examples
     --------
-    >>> import pymc as pm
-    >>> with pm.Model() as m:
-    ...     pass
-    >>> naive_bayes_plan(None) is None
+    ``BayesNetCountsRelease.model()`` registers its model; registering the plan under a copy of
+    the model's graph would not make the copy claimable unless its variables are the plan's.
+
+    >>> import functools, numpy as np, pymc_dp as pmdp
+    >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet, release_bayes_net_counts
+    >>> net = DiscreteBayesNet({"y": 2, "x": 2}, {"x": ["y"]})
+    >>> rel = release_bayes_net_counts(np.array([[0, 1], [1, 0]]), net,
+    ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0), rng=np.random.default_rng(1))
+    >>> model = rel.model()
+    >>> found, plan = naive_bayes_plan(model["x_y"])
+    >>> found is model, plan.root
+    (True, 'y')
+    >>> register_naive_bayes(model, plan)  # idempotent
+    >>> naive_bayes_plan(model["theta_x"])[0] is model
     True
     """
     _PLANS[model] = plan

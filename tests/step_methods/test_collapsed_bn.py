@@ -291,19 +291,30 @@ def test_compositions_and_sizes():
         compositions(-1, 2)
 
 
-def test_cell_loglik_matches_the_release_logp():
+@pytest.mark.parametrize(
+    "mech",
+    [
+        pmdp.Gaussian(sigma=SIGMA, sensitivity=2.5),
+        pmdp.Laplace(scale=SCALE, sensitivity=6.0),
+        pmdp.Geometric(epsilon=1.0, sensitivity=6),
+        pmdp.DiscreteGaussian(sigma=SIGMA, sensitivity=3),
+    ],
+)
+@pytest.mark.parametrize("project", [False, True])
+def test_cell_loglik_matches_the_release_logp(mech, project):
     """The step's per-cell log-likelihood equals the model's Release log-density term by term
-    (raw and censored releases)."""
-    mech = pmdp.Gaussian(sigma=SIGMA, sensitivity=2.5)
-    for project in (False, True):
-        rel = _release(NB2, ZG, mech, project=project)
-        m = rel.model(ALPHA)
-        plan = naive_bayes_plan(m["theta_y"])[1]
-        op = plan.release.owner.op
-        lp = cell_loglik(mech, plan.observed, N, op.lower, op.upper)
-        t = np.random.default_rng(1).integers(0, N + 1, size=plan.observed.size)
-        ref = pm.logp(m["release"], plan.observed).eval({m["release"].owner.inputs[0]: t})
-        np.testing.assert_allclose(lp[np.arange(t.size), t], ref, rtol=1e-12)
+    (raw and censored releases, real and integer mechanisms)."""
+    tables = {v: np.round(np.asarray(ZG[v])) if mech.integer else ZG[v] for v in NB2.nodes}
+    rel = _release(NB2, tables, mech, project=project)
+    m = rel.model(ALPHA)
+    plan = naive_bayes_plan(m["theta_y"])[1]
+    op = plan.release.owner.op
+    assert op.censored == project
+    lp = cell_loglik(mech, plan.observed, N, op.lower, op.upper)
+    t = np.random.default_rng(1).integers(0, N + 1, size=plan.observed.size)
+    ref = pm.logp(m["release"], plan.observed).eval({m["release"].owner.inputs[0]: t})
+    np.testing.assert_allclose(lp[np.arange(t.size), t], ref, rtol=1e-12)
+    assert np.all(np.isfinite(lp))
 
 
 def test_noise_free_release_recovers_the_tables(rng):
