@@ -156,19 +156,25 @@ THETA_Y1 = (1, 0)  # theta_y[1] ~ Beta(alpha + c1, alpha + c0)
 THETA_X0_01 = (3, 2)  # theta_x0[0, 1] ~ Beta(alpha + a_001, alpha + a_000)
 
 
-def _sample(rel, seed, draws=2000):
+def _sample(rel, seed, draws=2000, auto=False):
+    """Draws of theta_y[1] and theta_x0[0, 1]; ``auto``: pm.sample assigns the steps itself."""
     with rel.model(ALPHA) as m:
+        step = None if auto else [CollapsedNaiveBayes(m.free_RVs)]
         idata = pm.sample(
             draws=draws, tune=50, chains=2, cores=1, random_seed=seed, progressbar=False,
-            step=[CollapsedNaiveBayes(m.free_RVs)], compute_convergence_checks=False,
+            step=step, compute_convergence_checks=False,
         )  # fmt: skip
+    if auto:
+        assert _steps(m) == {"CollapsedNaiveBayes": sorted(v.name for v in m.free_RVs)}
+        assert "cnb_frac_changed" in idata.sample_stats
     post = idata.posterior
     return post["theta_y"].values[..., 1], post["theta_x0"].values[..., 0, 1]
 
 
-def test_posterior_matches_enumeration():
+def test_posterior_matches_enumeration(registered):
+    """A plain pm.sample (the step assigned by competence) against the exact posterior."""
     rel = _release(NB2, Z, pmdp.Laplace(scale=SCALE, sensitivity=6.0))
-    ty, tx = _sample(rel, seed=3)
+    ty, tx = _sample(rel, seed=3, auto=True)
     right = _laplace(Z, SCALE)
     for draws, cells in ((ty, THETA_Y1), (tx, THETA_X0_01)):
         ok, chk = grid_posterior_check(draws, GRID, _mixture_logpdf(right, *cells))
