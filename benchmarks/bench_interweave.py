@@ -19,8 +19,8 @@ Variants per model and ``epsilon``:
 * ``pymc_dp+iw``: plain ``pm.sample()`` on the pymc_dp model after
   :func:`pymc_dp.step_methods.interweave.install_interweave_hook` (DataAugmentation for the
   records, ConjugateGibbs for the parameters, the interweaving move appended);
-* ``pymc_dp+iw-hmc``: the same with ``interweave={"method": "hmc", "n_steps": 5,
-  "leapfrog": 8}`` (5 HMC transitions of 8 leapfrog steps per iteration, one joint block);
+* ``pymc_dp+iw-hmc``: the same with ``interweave={"method": "hmc", "n_steps": 4,
+  "leapfrog": 6}`` (4 HMC transitions of 6 leapfrog steps per iteration, one joint block);
 * ``pymc_dp``: the same with ``interweave=False`` (the centred scan alone);
 * ``stock NUTS``: the same model written without pymc_dp (records as ``pm.Normal`` latent
   variables, the clamped statistic, ``pm.Laplace`` / ``pm.Normal`` observed at the release),
@@ -58,7 +58,7 @@ VARIANTS = ("pymc_dp+iw", "pymc_dp+iw-hmc", "pymc_dp", "stock NUTS")
 #: Interweave options of each pymc_dp variant (``pm.sample(interweave=...)``)
 IW_OPTIONS = {
     "pymc_dp+iw": {},
-    "pymc_dp+iw-hmc": {"method": "hmc", "n_steps": 5, "leapfrog": 8},
+    "pymc_dp+iw-hmc": {"method": "hmc", "n_steps": 4, "leapfrog": 6},
     "pymc_dp": False,
 }
 REG_BOUNDS = ((-1.0, 1.0), (-1.0, 1.0))
