@@ -28,6 +28,12 @@ others the noise density. For Laplace noise and counts ``T`` in ``[0, n]`` both 
 posterior (the Laplace tail beyond the clip point is proportional to the density at it, with a
 factor free of ``T``), so clipping loses nothing; for Gaussian and discrete mechanisms they
 differ.
+
+A naive-Bayes network (one root, every other node with the root as its only parent:
+:func:`naive_bayes_root`) has its model registered with
+:func:`pymc_dp.step_methods.collapsed_bn.register_naive_bayes`, so that
+:class:`~pymc_dp.step_methods.collapsed_bn.CollapsedNaiveBayes` claims all its free variables
+(exact independent posterior draws); other networks keep data augmentation and conjugate Gibbs.
 """
 
 from __future__ import annotations
