@@ -25,8 +25,10 @@ Methods, each epsilon-DP for the training set (replace-one neighbours) except th
   above from rounding ``C`` up) and the guarantee; the draw is exact (independent truncated
   Betas, ``truncated_beta_rvs``); the classifier uses the drawn parameters;
 * noise-aware (pymc_dp): ``BayesNetCountsRelease.model()`` on the *same* Laplace release,
-  ``pm.sample`` (conjugate Gibbs for the tables' Dirichlets, data augmentation for the 50 latent
-  records), predictive ``P(y | x)`` averaged over the posterior draws. Fewer repeats (slow).
+  ``pm.sample`` (since issue 23 ``CollapsedNaiveBayes``: exact independent draws of the tables'
+  Dirichlets and the 50 latent records; the figures in ``results/zhang_fig1.md`` were made
+  before it, with conjugate Gibbs for the tables and data augmentation for the records),
+  predictive ``P(y | x)`` averaged over the posterior draws. Fewer repeats (slow).
 
 Writes ``benchmarks/results/zhang_fig1.md`` and ``docs/figures/zhang_fig1.png``.
 Usage: ``.venv/bin/python benchmarks/study_zhang_fig1.py [--repeats 100] [--na-repeats 10]``.

@@ -56,6 +56,7 @@ from pymc_dp.releases import (
 from pymc_dp.step_methods import (
     CONJUGATE_STEPS,
     FFBS,
+    CollapsedNaiveBayes,
     CollapsedRecords,
     ConjugateGibbs,
     CountAugmentation,
@@ -70,6 +71,7 @@ __all__ = [
     "CONJUGATE_STEPS",
     "FFBS",
     "Bessel",
+    "CollapsedNaiveBayes",
     "CollapsedRecords",
     "ConjugateGibbs",
     "CountAugmentation",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pymc.step_methods import STEP_METHODS
 
 from pymc_dp.step_methods.collapsed import CollapsedRecords
+from pymc_dp.step_methods.collapsed_bn import CollapsedNaiveBayes
 from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
@@ -23,6 +24,7 @@ from pymc_dp.step_methods.poisson_factor import PoissonFactorGibbs
 __all__ = [
     "CONJUGATE_STEPS",
     "FFBS",
+    "CollapsedNaiveBayes",
     "CollapsedRecords",
     "ConjugateGibbs",
     "CountAugmentation",
@@ -35,7 +37,9 @@ __all__ = [
 def register_step_methods() -> None:
     """Put pymc_dp's steps at the front of ``pymc.step_methods.STEP_METHODS`` (idempotent).
 
-    PyMC breaks competence ties in list order, so the steps go first: ``CollapsedRecords``
+    PyMC breaks competence ties in list order, so the steps go first: ``CollapsedNaiveBayes``
+    must win over every other step for the records and tables of a naive-Bayes-network
+    release it draws exactly, ``CollapsedRecords``
     must win over DataAugmentation and ConjugateGibbs for the records and parameters it
     collapses (it claims only those, and all others fall back to them), the data-augmentation step
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
@@ -51,7 +55,7 @@ def register_step_methods() -> None:
     >>> from pymc_dp.step_methods import register_step_methods
     >>> register_step_methods()
     >>> [c.__name__ for c in pm.step_methods.STEP_METHODS[:4]]
-    ['CollapsedRecords', 'DataAugmentation', 'CountAugmentation', 'FFBS']
+    ['CollapsedNaiveBayes', 'CollapsedRecords', 'DataAugmentation', 'CountAugmentation']
     >>> n = len(pm.step_methods.STEP_METHODS)
     >>> register_step_methods()
     >>> len(pm.step_methods.STEP_METHODS) == n
@@ -59,6 +63,7 @@ def register_step_methods() -> None:
     """
     for cls in reversed(
         (
+            CollapsedNaiveBayes,
             CollapsedRecords,
             DataAugmentation,
             CountAugmentation,

@@ -184,11 +184,19 @@ def _laplace(z, scale):
     return lambda t: stats.laplace.logpdf(z[None, :] - t, scale=scale)
 
 
-def _draws(rel, seed=11):
+def _draws(rel, seed=11, old_steps=False):
+    """Draws of theta_b[0, 1]: by pm.sample's own steps, or (``old_steps``) by
+    DataAugmentation on the records and ConjugateGibbs on the tables, given explicitly."""
     with rel.model(ALPHA) as m:
+        step = None
+        if old_steps:
+            step = [
+                pmdp.DataAugmentation([m["x_a"], m["x_b"]]),
+                pmdp.ConjugateGibbs([m["theta_a"], m["theta_b"]]),
+            ]
         idata = pm.sample(
             draws=4000, tune=500, chains=2, cores=1, random_seed=seed, progressbar=False,
-            compute_convergence_checks=False,
+            compute_convergence_checks=False, step=step,
         )  # fmt: skip
     return m, idata.posterior["theta_b"].values[..., 0, 1]
 
@@ -204,11 +212,13 @@ def _step_names(model):
     return {c.__name__: sorted(names[v].name for v in vs) for c, vs in selected.items()}
 
 
-def test_posterior_matches_enumeration():
+@pytest.mark.parametrize("old_steps", [False, True], ids=["collapsed", "da-gibbs"])
+def test_posterior_matches_enumeration(old_steps):
+    """pm.sample's own choice (CollapsedNaiveBayes: exact independent draws) and the general
+    steps (DataAugmentation + ConjugateGibbs) both match the enumerated posterior."""
     rel = _release(AB, np.zeros((N, 2), dtype=int), pmdp.Laplace(scale=SCALE, sensitivity=4.0), Z)
-    m, draws = _draws(rel)
-    assert _step_names(m) == {"ConjugateGibbs": ["theta_a", "theta_b"],
-                              "DataAugmentation": ["x_a", "x_b"]}  # fmt: skip
+    m, draws = _draws(rel, old_steps=old_steps)
+    assert _step_names(m) == {"CollapsedNaiveBayes": ["theta_a", "theta_b", "x_a", "x_b"]}
     grid = np.linspace(1e-6, 1 - 1e-6, 20_001)
     ok, chk = grid_posterior_check(draws, grid, _mixture_logpdf(grid, _laplace(Z, SCALE)))
     assert ok, chk
