@@ -69,7 +69,7 @@ Turning it off: ``pm.sample(interweave=False)``. Options: ``pm.sample(interweave
 
 Measured (``benchmarks/results/interweave.md``, plain ``pm.sample()`` at PyMC's default lengths,
 n = 100): on the Ju et al. (2022) regression at epsilon 0.1 / 1 / 10 the coefficients' bulk
-ESS goes from 11 / 53 / 307 without the move to 1344 / 1525 / 1085 with it, 3 to 100 times
+ESS goes from 11 / 53 / 307 without the move to 1344 / 1525 / 1085 with it, 5 to 100 times
 stock NUTS on the same model in ESS per second; the move does not pay where the centred scan
 already mixes (Normal records with epsilon 10: stock NUTS is 3 times faster per ESS there).
 
