@@ -440,8 +440,8 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         self._target.trust_input = True
 
         # e = (x - loc) / scale at the current point
-        e_outs = [
-            pt.cast((v - loc) / scale, "float64")
+        e_outs = [  # in the record's dtype: the target's noise inputs have the record's type
+            pt.cast((v - loc) / scale, v.dtype)
             for v, loc, scale in zip(r_vals, locs, scales, strict=True)
         ]
         e_inputs = sorted({v for v in graph_inputs(e_outs) if v in value_set}, key=lambda v: v.name)
