@@ -269,6 +269,15 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
     initial_point, compile_kwargs, blocked
         As PyMC passes them. ``compile_kwargs={"mode": ...}`` overrides the compile mode.
 
+    Attributes
+    ----------
+    vars : list
+        The parameters' value variables (what PyMC counts as assigned to this step).
+    record_vars : list
+        The records' value variables: rewritten by every call, but not assigned to the step,
+        so ``pm.sample(step=[Interweave(model=m)])`` lets PyMC assign DataAugmentation to them
+        (then the parameters are moved by this step only, which is exact on its own).
+
     Raises
     ------
     ValueError
@@ -292,8 +301,8 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
     ...     _ = pmdp.Release("z", pm.math.clip(x, -2.0, 2.0).sum(),
     ...                      pmdp.Laplace(epsilon=1.0, sensitivity=4.0), observed=np.float64(3.0))
     ...     step = Interweave(model=m, n_steps=3, rng=2)
-    >>> [v.name for v in step.vars]
-    ['v_log__', 'mu', 'x']
+    >>> [v.name for v in step.vars], [v.name for v in step.record_vars]
+    (['v_log__', 'mu'], ['x'])
     >>> pt, st = step.step(m.initial_point())
     >>> pt["x"].shape, sorted(st[0])
     ((10,), ['iw_accept', 'iw_scale'])
@@ -351,7 +360,11 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             [model.rvs_to_values[p].name for p in plan.parameters],
             [model.rvs_to_values[r].name for r in plan.records],
         )
-        self.vars = [model.rvs_to_values[v] for v in (*plan.parameters, *plan.records)]
+        # ``vars`` are the parameters only: the records move along with them, but are not
+        # *assigned* to this step, so that ``pm.sample(step=[Interweave(...)])`` still gets
+        # PyMC's own choice (DataAugmentation) for the records and the chain stays ergodic
+        self.vars = [model.rvs_to_values[v] for v in plan.parameters]
+        self.record_vars = [model.rvs_to_values[v] for v in plan.records]
         self.blocked = True
         self.rng = get_random_generator(rng)
         self.tune = True

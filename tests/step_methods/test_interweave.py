@@ -233,6 +233,10 @@ def test_hook_adds_the_move_only_where_it_applies(hook):
     with m:
         given = [DataAugmentation([m["x"]]), pm.Metropolis([m["v"]])]
     assert _instantiated_given(m, given) == ["DataAugmentation", "Metropolis"]
+    # the move passed alone: PyMC still assigns DataAugmentation to the records (ergodic)
+    with m:
+        alone = [Interweave(model=m)]
+    assert _instantiated_given(m, alone) == ["Interweave", "DataAugmentation"]
 
 
 def _instantiated_given(model, given):
