@@ -61,9 +61,11 @@ from pymc_dp.step_methods import (
     ConjugateGibbs,
     CountAugmentation,
     DataAugmentation,
+    Interweave,
     PoissonFactorGibbs,
     register_step_methods,
 )
+from pymc_dp.step_methods.interweave import install_interweave_hook
 
 __version__ = "0.1.0"
 
@@ -81,6 +83,7 @@ __all__ = [
     "DiscreteNormal",
     "Gaussian",
     "Geometric",
+    "Interweave",
     "Laplace",
     "MarkovChain",
     "Mechanism",
@@ -115,3 +118,4 @@ from pymc_dp import jax as _jax_backend  # noqa: E402, F401
 
 install_pymc_hook()
 install_convergence_hook()
+install_interweave_hook()

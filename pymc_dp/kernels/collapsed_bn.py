@@ -47,7 +47,11 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+
+from pymc_dp._cache import lazy_module
+
+# imported on first use: SciPy's special is a slow import (pymc_dp._cache)
+special = lazy_module("scipy.special")
 
 __all__ = [
     "NaiveBayesDraw",
@@ -139,7 +143,7 @@ class _LeafGroup:
         self.alpha = np.asarray(alpha, dtype=np.float64)
         self.eta = np.asarray(eta, dtype=np.float64)
         self.k = self.alpha.shape[-1]
-        self._lg_alpha = gammaln(self.alpha).sum(axis=-1)  # (G, J)
+        self._lg_alpha = special.gammaln(self.alpha).sum(axis=-1)  # (G, J)
         self._alpha_sum = self.alpha.sum(axis=-1)  # (G, J)
 
     def table_logw(self, j: int, c: int):
@@ -148,7 +152,10 @@ class _LeafGroup:
         comps = compositions(c, self.k)
         alpha = self.alpha[:, j, :]  # (G, K)
         kk = np.arange(self.k)
-        lw = gammaln(alpha[:, None, :] + comps[None, :, :]) - gammaln(comps + 1.0)[None]
+        lw = (
+            special.gammaln(alpha[:, None, :] + comps[None, :, :])
+            - special.gammaln(comps + 1.0)[None]
+        )
         lw = lw + self.eta[:, j, kk[None, :], comps]  # eta[g, j, k, a_mk] -> (G, M, K)
         return comps, lw.sum(axis=-1)
 
@@ -159,11 +166,13 @@ class _LeafGroup:
         for j in range(jn):
             for c in range(n + 1):
                 _, lw = self.table_logw(j, c)
-                out[:, j, c] = logsumexp(lw, axis=-1)
-            const = gammaln(np.arange(n + 1) + 1.0)[None, :] - gammaln(
+                out[:, j, c] = special.logsumexp(lw, axis=-1)
+            const = special.gammaln(np.arange(n + 1) + 1.0)[None, :] - special.gammaln(
                 self._alpha_sum[:, j, None] + np.arange(n + 1)[None, :]
             )
-            out[:, j, :] += const + (gammaln(self._alpha_sum[:, j]) - self._lg_alpha[:, j])[:, None]
+            out[:, j, :] += (
+                const + (special.gammaln(self._alpha_sum[:, j]) - self._lg_alpha[:, j])[:, None]
+            )
         return out
 
     def draw(self, c: np.ndarray, rng: np.random.Generator):
@@ -244,7 +253,7 @@ class NaiveBayesPosterior:
         ky = self.alpha_root.shape[0]
         self.class_counts = compositions(self.n, ky)
         cc = self.class_counts
-        logp = (gammaln(self.alpha_root + cc) - gammaln(cc + 1.0)).sum(axis=1)
+        logp = (special.gammaln(self.alpha_root + cc) - special.gammaln(cc + 1.0)).sum(axis=1)
         rows = np.arange(ky)
         logp = logp + eta_root[rows[None, :], cc].sum(axis=1)
         for grp in self.groups:

@@ -6,6 +6,11 @@ records of an observed ``Release`` and conjugate parameters of those records are
 registering them never changes how a model without a Release is sampled. The exception is
 :class:`~pymc_dp.step_methods.ffbs.FFBS`, which claims only variables of pymc_dp's own
 :class:`~pymc_dp.distributions.MarkovChain` distribution (forward filtering, backward sampling).
+
+``import pymc_dp`` also installs the :class:`~pymc_dp.step_methods.interweave.Interweave` hook:
+PyMC has no registry for an extra move over variables that other steps own, so the move is
+appended to the steps PyMC chose, for Normal records under DataAugmentation only
+(``pm.sample(interweave=False)`` turns it off).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pymc_dp.step_methods.conjugate import CONJUGATE_STEPS, ConjugateGibbs
 from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 from pymc_dp.step_methods.ffbs import FFBS
+from pymc_dp.step_methods.interweave import Interweave
 from pymc_dp.step_methods.nuisance import nuisance_records  # noqa: F401  (registers the hook)
 from pymc_dp.step_methods.poisson_factor import PoissonFactorGibbs
 
@@ -29,6 +35,7 @@ __all__ = [
     "ConjugateGibbs",
     "CountAugmentation",
     "DataAugmentation",
+    "Interweave",
     "PoissonFactorGibbs",
     "register_step_methods",
 ]
