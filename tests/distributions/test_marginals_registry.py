@@ -244,6 +244,50 @@ def _finite_cases(name):
     return cases
 
 
+#: finite bases with their own marginal for two-sided exponential noise (a sum from the mode)
+_TWO_SIDED = ("BernoulliRV", "BinomialRV")
+
+
+def _finite_key(name, family):
+    """The registry key that a finite base with this noise resolves to."""
+    if name in _TWO_SIDED and family in ("geometric", "laplace"):
+        return (name, family)
+    return (name, "*")
+
+
+def _two_sided_extra_cases(family):
+    """Binomial with n = 10^4, p near 0 and 1, and noise scales from 1e-3 to 1e6."""
+    if family == "laplace":
+        small, wide = Laplace(scale=1e-3), Laplace(scale=1e6)
+    else:
+        small, wide = Geometric(epsilon=50.0), Geometric(epsilon=1e-6)
+    ys = np.arange(0, 10_001)
+    z = [-1e6, -40, 0, 3, 30, 5000, 9990, 1e4 + 7, 1e7]
+    out = []
+    for p in (1e-3, 1 - 1e-9):
+        for mech in (small, wide):
+            out.append(
+                (
+                    f"n = 10^4, p = {p:g}, {mech.family}",
+                    lambda p=p: pm.Binomial.dist(n=10_000, p=F(p)),
+                    mech,
+                    _obs(mech, z),
+                    brute_discrete(lambda y, p=p: stats.binom.logpmf(y, 10_000, p), ys),
+                )
+            )
+    return out
+
+
+def _reference_finite_cases():
+    cases = {}
+    for name in FINITE:
+        for case in _finite_cases(name):
+            cases.setdefault(_finite_key(name, case[2].family), []).append(case)
+    for family in ("geometric", "laplace"):
+        cases[("BinomialRV", family)] += _two_sided_extra_cases(family)
+    return cases
+
+
 def _normal_cases(family):
     if family == "laplace":
         return [
@@ -281,7 +325,7 @@ REFERENCE_CASES = {
     ("NormalRV", "laplace"): _normal(_normal_cases("laplace")),
     ("NormalRV", "gaussian"): _normal(_normal_cases("gaussian")),
     ("DiracDeltaRV", "*"): _dirac_cases(),
-    **{(name, "*"): _finite_cases(name) for name in FINITE},
+    **_reference_finite_cases(),
 }
 
 
