@@ -478,6 +478,7 @@ class HMMCountsRelease:
         ['emission', 'init_probs', 'states', 'transition']
         """
         import pymc as pm
+        import pytensor.tensor as pt
 
         from pymc_dp.distributions.markov_chain import MarkovChain
         from pymc_dp.distributions.privatized import Privatized
@@ -494,24 +495,52 @@ class HMMCountsRelease:
         prior = HMMPrior() if prior is None else prior
         a, b, e = prior.resolve(k)
         (r, t), f = self.shape, len(self.n_values)
-        n = np.broadcast_to(self.entries_per_step[..., None], (r, t, f)).astype(np.int64)
         coords = {"region": range(r), "month": range(t), "feature": range(f)}
         coords |= {"state": range(k), "next_state": range(k)}
         with pm.Model(coords=coords) as model:
+            # the release as data (not graph constants): the compiled functions do not depend
+            # on it, so numba's on-disk cache serves every release of the same shape
+            n_data = pm.Data(
+                "entries_per_step",
+                np.asarray(self.entries_per_step, dtype=np.int64),
+                dims=("region", "month"),
+            )
+            released = pm.Data(
+                "released_counts",
+                np.asarray(self.counts, dtype=np.float64),
+                dims=("region", "month", "feature"),
+            )
             init = pm.Dirichlet("init_probs", a=a, dims="state")
             trans = pm.Dirichlet("transition", a=b, dims=("state", "next_state"))
             e64 = np.float64(e)
             phi = pm.Beta("emission", alpha=e64, beta=e64, dims=("feature", "state"))
-            states = MarkovChain("states", init, trans, dims=("region", "month"))
+            states = MarkovChain(
+                "states", init, trans, dims=("region", "month"), initval=_modal_path(a, b, r, t)
+            )
             p = phi.T[states]  # (R, T, F)
+            n = pt.broadcast_to(n_data[..., None], (r, t, f))
             Privatized(
                 "counts",
                 pm.Binomial.dist(n=n, p=p),
                 self.mechanism,
-                observed=np.asarray(self.counts),
+                observed=released,
                 dims=("region", "month", "feature"),
             )
         return model
+
+
+def _modal_path(a, b, n_chains, n_steps) -> np.ndarray:
+    """The MarkovChain's own support point at the priors' means (the most likely start, then
+    the most likely moves), as a C-ordered int64 array: the support point PyTensor computes is
+    Fortran-ordered, and numba compiles the model's logp a second time for the C-ordered
+    states that the FFBS step returns."""
+    state = int(np.argmax(a / a.sum()))
+    means = b / b.sum(axis=-1, keepdims=True)
+    path = np.empty(n_steps, dtype=np.int64)
+    for j in range(n_steps):
+        path[j] = state
+        state = int(np.argmax(means[state]))
+    return np.ascontiguousarray(np.broadcast_to(path, (n_chains, n_steps)))
 
 
 def _mechanism(mechanism, epsilon):

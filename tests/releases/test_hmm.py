@@ -277,6 +277,32 @@ def test_model_samples_with_ffbs_and_nuts():
     assert phi.shape == (1, 10, 2, 2) and np.all((phi > 0) & (phi < 1))
 
 
+def test_model_takes_the_release_as_data_and_starts_from_a_c_ordered_modal_path():
+    """The release enters as pm.Data (compiled functions do not depend on it: two releases of
+    one shape share numba's cache), and the states start from the chain's modal path at the
+    priors' means, C-ordered (a Fortran-ordered start made numba compile the NUTS logp a
+    second time, for the C-ordered states of the FFBS step)."""
+    from pytensor.compile.sharedvalue import SharedVariable
+
+    rng = np.random.default_rng(9)
+    entries = _entries(rng, 50, (3, 5), (2, 2))
+    rel = release_hmm_counts(entries, shape=(3, 5), epsilon=1.0, rng=rng)
+    # start in state 1 (init mean 2/3), then 1 -> 0 -> 2 -> 2 ... (row argmax)
+    prior = HMMPrior(
+        init=[1.0, 2.0, 0.5], transition=[[1.0, 1.0, 3.0], [4.0, 1.0, 1.0], [1.0, 1.0, 2.0]]
+    )
+    model = rel.model(3, prior=prior)
+    assert isinstance(model["released_counts"], SharedVariable)
+    assert isinstance(model["entries_per_step"], SharedVariable)
+    np.testing.assert_array_equal(model["released_counts"].get_value(), rel.counts)
+    np.testing.assert_array_equal(model["entries_per_step"].get_value(), rel.entries_per_step)
+    start = model.initial_point()["states"]
+    assert start.flags["C_CONTIGUOUS"] and start.dtype == np.int64
+    np.testing.assert_array_equal(start, np.tile([1, 0, 2, 2, 2], (3, 1)))
+    # negative control: the same start with the default (symmetric) prior is state 0 throughout
+    np.testing.assert_array_equal(rel.model(3).initial_point()["states"], np.zeros((3, 5)))
+
+
 def _study():
     import importlib.util
     from pathlib import Path
