@@ -271,12 +271,14 @@ def main(argv=None) -> str:
         "|---|---|---|---|---|---|",
         f"| pymc_dp, plain `pm.sample()` | 2 x (1000 + 1000) | {secs:.1f} | "
         + " / ".join(f"{ess_o[k]:.0f}" for k in PARAMS)
-        + f" | {_rhat(ours):.3f} | {per_o:.1f} |",
+        + f" | {_rhat(ours):.3f} | {per_o:.3g} |",
         f"| B&S gibbs-update | 2 x (2000 + 5000) | {bs_secs:.1f} | "
         + " / ".join(f"{ess_t[k]:.0f}" for k in PARAMS)
-        + f" | {_rhat(theirs):.3f} | {per_t:.1f} |",
+        + f" | {_rhat(theirs):.3f} | {per_t:.3g} |",
         "",
-        f"Ratio of min ESS/s, pymc_dp / B&S: **{per_o / per_t:.2f}**.",
+        f"Ratio of min ESS/s, pymc_dp / B&S: **{per_o / per_t:.3g}**; per parameter: "
+        + ", ".join(f"{k} {(ess_o[k] / secs) / (ess_t[k] / bs_secs):.3g}" for k in PARAMS)
+        + ".",
         "",
         f"Exact reference: pymc_dp, 2 x (2000 + {args.ref_draws}) iterations (max R-hat "
         f"{_rhat(exact):.4f}, min bulk ESS {min(_ess(exact).values()):.0f}). z = difference "
