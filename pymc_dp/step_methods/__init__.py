@@ -68,16 +68,18 @@ def register_step_methods() -> None:
     >>> len(pm.step_methods.STEP_METHODS) == n
     True
     """
-    for cls in reversed(
-        (
-            CollapsedNaiveBayes,
-            CollapsedRecords,
-            DataAugmentation,
-            CountAugmentation,
-            FFBS,
-            PoissonFactorGibbs,
-            *CONJUGATE_STEPS,
-        )
-    ):
-        if cls not in STEP_METHODS:
-            STEP_METHODS.insert(0, cls)
+    ours = [
+        CollapsedNaiveBayes,
+        CollapsedRecords,
+        DataAugmentation,
+        CountAugmentation,
+        FFBS,
+        PoissonFactorGibbs,
+        *CONJUGATE_STEPS,
+    ]
+    if STEP_METHODS[: len(ours)] == ours:
+        return
+    for cls in ours:  # moved to the front in this order, whatever moved them meanwhile
+        while cls in STEP_METHODS:
+            STEP_METHODS.remove(cls)
+    STEP_METHODS[0:0] = ours

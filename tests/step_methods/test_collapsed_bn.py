@@ -72,12 +72,12 @@ GRID = np.linspace(1e-6, 1 - 1e-6, 20_001)
 
 @pytest.fixture
 def registered():
-    """The step at the front of PyMC's step list (as register_step_methods will put it)."""
-    pm.step_methods.STEP_METHODS.insert(0, CollapsedNaiveBayes)
-    try:
-        yield
-    finally:
-        pm.step_methods.STEP_METHODS.remove(CollapsedNaiveBayes)
+    """The step at the front of PyMC's step list, as ``import pymc_dp`` puts it."""
+    from pymc_dp.step_methods import register_step_methods
+
+    register_step_methods()
+    assert pm.step_methods.STEP_METHODS[0] is CollapsedNaiveBayes
+    yield
 
 
 def _release(net, tables, mech, project=False, n=N):

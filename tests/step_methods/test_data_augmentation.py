@@ -40,17 +40,13 @@ def registered():
     take CollapsedRecords out for this module: its sum-of-records models are the ones that step
     collapses, and this module tests the data-augmentation step itself (the collapse has its own
     tests, tests/step_methods/test_collapsed_records.py)."""
-    added = DataAugmentation not in STEP_METHODS
-    if added:
+    saved = list(STEP_METHODS)
+    if DataAugmentation not in STEP_METHODS:
         STEP_METHODS.insert(0, DataAugmentation)
-    collapsed = [c for c in STEP_METHODS if c.__name__ == "CollapsedRecords"]
-    for c in collapsed:
+    for c in [c for c in STEP_METHODS if c.__name__ == "CollapsedRecords"]:
         STEP_METHODS.remove(c)
     yield
-    for c in collapsed:
-        STEP_METHODS.insert(0, c)
-    if added:
-        STEP_METHODS.remove(DataAugmentation)
+    STEP_METHODS[:] = saved  # the list as it was, order included
 
 
 def _sample(model, draws=2000, tune=500, seed=SEED, **kw):
