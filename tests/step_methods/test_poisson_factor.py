@@ -96,7 +96,7 @@ def _sample(model, draws, seed, step=None, steps=None, **kw):
 
 
 def test_exact_nonprivate_posterior_of_a_factor():
-    idata = _sample(_model(4, private=False), 10_000, 1, step=PoissonFactorGibbs)
+    idata = _sample(_model(4, private=False), 3_000, 1, step=PoissonFactorGibbs)
     draws = idata.posterior["theta"].values[:, :, 0, 0]
     ok, chk = grid_posterior_check(draws, GRID, _log_post_theta1({4: 0.0}))
     assert ok, chk
@@ -110,7 +110,7 @@ def test_exact_privatized_posterior_by_plain_pm_sample():
     _, steps = assign_step_methods(model)
     names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in steps.items()}
     assert names == {"PoissonFactorGibbs": ["phi_log__", "theta_log__", "y_true"]}
-    idata = _sample(model, 4_000, 2)
+    idata = _sample(model, 2_500, 2)
     assert "diverging" not in idata.sample_stats  # no gradient-based step at all
     assert np.all(idata.sample_stats["pf_frac_changed"].values <= 1.0)
     log_noise = {y: abs(z - y) * np.log(alpha) for y in range(0, 60)}  # tail < 1e-20
@@ -127,12 +127,12 @@ def test_exact_privatized_posterior_by_plain_pm_sample():
             pmdp.CountAugmentation([model["y_true"]]),
             PoissonFactorGibbs([model["theta"], model["phi"]], n_scans=1),
         ]
-    idata = _sample(model, 10_000, 3, steps=split)
+    idata = _sample(model, 3_000, 3, steps=split)
     assert grid_posterior_check(idata.posterior["theta"].values[:, :, 0, 0], GRID, exact)[0]
 
 
 def test_untransformed_factors():
-    idata = _sample(_model(4, private=False, transform=False), 6_000, 4, step=PoissonFactorGibbs)
+    idata = _sample(_model(4, private=False, transform=False), 2_000, 4, step=PoissonFactorGibbs)
     draws = idata.posterior["theta"].values[:, :, 0, 0]
     assert grid_posterior_check(draws, GRID, _log_post_theta1({4: 0.0}))[0]
 
@@ -146,7 +146,7 @@ def _geweke(monkeypatch=None, iters=6_000, seed=0):
         phi = pm.Gamma("phi", np.float64(3.0), np.float64(2.0), shape=(2, 4))
         data = pm.Data("counts", y0)
         pm.Poisson("y", theta @ phi, observed=data)
-        step = PoissonFactorGibbs([theta, phi], rng=seed)
+        step = PoissonFactorGibbs([theta, phi], rng=seed, n_scans=1)
     rng = np.random.default_rng(seed + 1)
     point = m.initial_point()
     out = np.empty((iters, 2))
