@@ -46,4 +46,4 @@ clean:
 
 # re-execute the teaching notebooks at full size and store their outputs (.ipynb beside the .md)
 notebooks: $(STAMP)
-	$(PY) tests/notebooks/nbrun.py docs/notebooks/*.md
+	$(PY) tests/notebooks/nbrun.py notebooks/*.md

@@ -4,7 +4,7 @@ Each block runs in a fresh namespace, after its page's setup prelude below (the 
 small data the prose assumes, e.g. ``true_counts`` in the README) and, where a block assumes
 more, its own setup (``BLOCK_SETUP``: code, or earlier blocks of the same page to run first).
 A block that raises fails its test, naming the page and the block's line. The notebooks
-(docs/notebooks) have their own tests. The checks are exact (a block runs or raises): no
+(notebooks/) have their own tests. The checks are exact (a block runs or raises): no
 statistics, no false-alarm rate; the negative controls feed the same runner a broken block and
 a page with python blocks but no prelude.
 

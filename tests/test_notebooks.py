@@ -1,4 +1,4 @@
-"""The teaching notebooks (docs/notebooks/*.md, MyST via jupytext) run and say what they claim.
+"""The teaching notebooks (notebooks/*.md, MyST via jupytext) run and say what they claim.
 
 Each notebook is executed once in its fast mode (``PYMC_DP_FAST=1``); a cell
 that raises fails ``test_notebook``. Each notebook ends with a ``HEADLINE`` dict of the

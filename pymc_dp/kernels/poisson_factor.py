@@ -67,7 +67,8 @@ __all__ = ["allocate_counts", "draw_log_gamma", "factor_scan"]
 @numba.njit(cache=True)
 def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - compiled
     """Allocate every count to the components; add the row / column sums into ``rows``
-    ``(D, K)`` and ``cols`` ``(K, V)``."""
+    ``(D, K)`` and ``cols`` ``(K, V)``. Returns -1, or the flat index of the first cell with a
+    positive count whose every component has weight zero (nothing allocated from there on)."""
     n_rows, n_cols = y.shape
     k = log_theta.shape[1]
     w = np.empty(k)
@@ -82,6 +83,8 @@ def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - 
                 w[j] = log_theta[d, j] + log_phi[j, v]
                 if w[j] > top:
                     top = w[j]
+            if top == -np.inf:
+                return d * n_cols + v
             total = 0.0
             for j in range(k):
                 total += math.exp(w[j] - top)
@@ -115,6 +118,7 @@ def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - 
                 if left > 0:
                     rows[d, k - 1] += left
                     cols[k - 1, v] += left
+    return -1
 
 
 @numba.njit(cache=True)
@@ -196,18 +200,15 @@ def allocate_counts(y, log_theta, log_phi, rng):
     rng = _generator(rng)
     y = _counts(y)
     lt, lp = _factors(y, log_theta, log_phi)
-    if y.size:
-        top = (lt[:, :, None] + lp[None, :, :]).max(axis=1)
-        bad = (y > 0) & ~np.isfinite(top)
-        if bad.any():
-            d, v = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
-                f"cell ({d}, {v}) has count {int(y[d, v])} but every component's rate is 0 "
-                "(log_theta + log_phi is -inf): the counts are impossible under these factors"
-            )
     rows = np.zeros(lt.shape, dtype=np.int64)
     cols = np.zeros(lp.shape, dtype=np.int64)
-    _allocate(y, lt, lp, rng.bit_generator, rows, cols)
+    bad = _allocate(y, lt, lp, rng.bit_generator, rows, cols)
+    if bad >= 0:  # checked in the kernel's own pass: no (D, K, V) temporary per scan
+        d, v = divmod(int(bad), y.shape[1])
+        raise ValueError(
+            f"cell ({d}, {v}) has count {int(y[d, v])} but every component's rate is 0 "
+            "(log_theta + log_phi is -inf): the counts are impossible under these factors"
+        )
     return rows, cols
 
 

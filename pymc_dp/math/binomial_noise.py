@@ -177,6 +177,27 @@ def binomial_mode(z, n, lam, a):
     return min(yc, n)
 
 
+@numba.njit(cache=True, inline="always")
+def _add_term(y, t, z, n, fz, s_lo, s_hi, s_eq, low, high, t_fz, t_fz1):  # pragma: no cover
+    """Add the term ``t = t(y)`` to the sums of :func:`binomial_two_sided_exp_kernel` (below,
+    above and at ``z``; the gradient's weighted sums; the terms either side of ``z``)."""
+    if y < z:
+        s_lo += t
+        low += y * t
+    elif y > z:
+        s_hi += t
+        high += (n - y) * t
+    else:
+        s_eq += t
+        low += y * t
+        high += (n - y) * t
+    if y == fz:
+        t_fz = t
+    elif y == fz + 1.0:
+        t_fz1 = t
+    return s_lo, s_hi, s_eq, low, high, t_fz, t_fz1
+
+
 @numba.njit(cache=True, error_model="numpy")
 def binomial_two_sided_exp_kernel(z, n, p, a, logc, integer):
     r"""``(log p(z), d/dp, d/dz)`` for ``Binomial(n, p)`` plus noise ``exp(logc - a |t|)``.
@@ -232,20 +253,9 @@ def binomial_two_sided_exp_kernel(z, n, p, a, logc, integer):
     y = mode
     t = 1.0
     while True:
-        if y < z:
-            s_lo += t
-            low += y * t
-        elif y > z:
-            s_hi += t
-            high += (n - y) * t
-        else:
-            s_eq += t
-            low += y * t
-            high += (n - y) * t
-        if y == fz:
-            t_fz = t
-        elif y == fz + 1.0:
-            t_fz1 = t
+        s_lo, s_hi, s_eq, low, high, t_fz, t_fz1 = _add_term(
+            y, t, z, n, fz, s_lo, s_hi, s_eq, low, high, t_fz, t_fz1
+        )
         if y >= n:
             break
         if y + 1.0 <= z:
@@ -278,20 +288,9 @@ def binomial_two_sided_exp_kernel(z, n, p, a, logc, integer):
                 break
         t *= r
         y -= 1.0
-        if y < z:
-            s_lo += t
-            low += y * t
-        elif y > z:
-            s_hi += t
-            high += (n - y) * t
-        else:
-            s_eq += t
-            low += y * t
-            high += (n - y) * t
-        if y == fz:
-            t_fz = t
-        elif y == fz + 1.0:
-            t_fz1 = t
+        s_lo, s_hi, s_eq, low, high, t_fz, t_fz1 = _add_term(
+            y, t, z, n, fz, s_lo, s_hi, s_eq, low, high, t_fz, t_fz1
+        )
 
     s = s_lo + s_hi + s_eq
     lp = logc - a * abs(z - mode) + log_binomial_pmf(mode, n, p, logp, logq) + math.log(s)

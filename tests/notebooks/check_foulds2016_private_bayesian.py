@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/foulds2016_private_bayesian.md (see tests/test_notebooks.py).
+"""Headline check of notebooks/foulds2016_private_bayesian.md (see tests/test_notebooks.py).
 
 Each statistical assertion has a false-alarm rate of about 1e-6 (4.89 standard errors, see
 tests/test_notebooks.py). Figure 2's mean errors are averages over ``repeats`` independent data

@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/ju2022_data_augmentation.md (called by tests/test_notebooks.py).
+"""Headline check of notebooks/ju2022_data_augmentation.md (called by tests/test_notebooks.py).
 
 False-alarm rates (stated per group; the whole file is below about 1.2e-5):
 

@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/quickstart.md (called by tests/test_notebooks.py).
+"""Headline check of notebooks/quickstart.md (called by tests/test_notebooks.py).
 
 Each assertion has a false-alarm rate of about 1e-6 (see tests/test_notebooks.py).
 """

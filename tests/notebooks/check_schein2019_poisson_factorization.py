@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/schein2019_poisson_factorization.md (tests/test_notebooks.py).
+"""Headline check of notebooks/schein2019_poisson_factorization.md (tests/test_notebooks.py).
 
 Statistical assertions have a false-alarm rate of about 1e-6 each: a mean of independent draws
 within 4.89 standard errors of its exact value (two-sided normal tail 1e-6, central limit theorem

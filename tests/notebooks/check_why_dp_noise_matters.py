@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/why_dp_noise_matters.md (called by tests/test_notebooks.py).
+"""Headline check of notebooks/why_dp_noise_matters.md (called by tests/test_notebooks.py).
 
 Each assertion has a false-alarm rate of about 1e-6 (see tests/test_notebooks.py); the seven
 statistical ones below together stay under 7e-6 (union bound).

@@ -1,4 +1,4 @@
-"""Headline check of docs/notebooks/zhang2016_bayesian_networks.md (tests/test_notebooks.py).
+"""Headline check of notebooks/zhang2016_bayesian_networks.md (tests/test_notebooks.py).
 
 Each statistical assertion has a false-alarm rate of about 1e-6 (see tests/test_notebooks.py):
 4.89 standard errors (MCMC central limit theorem with ArviZ's MCSE, or the central limit theorem

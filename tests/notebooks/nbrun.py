@@ -1,10 +1,10 @@
-"""Execute the MyST-Markdown notebooks of docs/notebooks/ and read their headline numbers.
+"""Execute the MyST-Markdown notebooks of notebooks/ and read their headline numbers.
 
 The ``.md`` files are the single source. Each is paired by jupytext with an ``.ipynb`` that holds
 the outputs of a full-size run for readers (the docs render it without executing). Refresh the
 stored outputs after editing a notebook (a few minutes, at full size)::
 
-    .venv/bin/python tests/notebooks/nbrun.py docs/notebooks/quickstart.md
+    .venv/bin/python tests/notebooks/nbrun.py notebooks/quickstart.md
 
 The tests (tests/test_notebooks.py) execute every ``.md`` with ``PYMC_DP_FAST=1`` and read the
 notebook's ``HEADLINE`` dict by appending one cell that prints it as JSON.
@@ -32,7 +32,7 @@ __all__ = [
     "within",
 ]
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "docs" / "notebooks"
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 _MARKER = "__HEADLINE_JSON__"
 Z = 4.89  # two-sided normal tail probability 1e-6
 

@@ -327,7 +327,7 @@ def test_uninformative_warning_says_what_to_do():
         Release("z", pt.clip(y, -1.0, 1.0).sum(), Laplace(epsilon=0.01, sensitivity=2.0),
                 observed=np.float64(3.0))  # fmt: skip
     for model, rv, expect, absent in (
-        (bern, x, ["pmdp.Privatized", "CollapsedRecords", "r_hat <= 1.01"], "interweaving"),
+        (bern, x, ["pmdp.Privatized", "CollapsedRecords", "az.summary(idata)"], "interweaving"),
         (normal, y, ["interweaving move", "moves mu", "interweave=False"], "CollapsedRecords"),
     ):
         with warnings.catch_warnings(record=True) as rec:
