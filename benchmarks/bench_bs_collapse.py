@@ -144,7 +144,9 @@ def make_data(n: int, seed: int = 0) -> Data:
     rng = np.random.default_rng([seed, n])
     p_true = float(rng.beta(*PRIOR))
     s_true = int(rng.binomial(n, p_true))
-    z = float(Laplace(epsilon=np.float64(EPS)).release(np.float64(s_true), rng=rng))
+    z = float(
+        Laplace(epsilon=np.float64(EPS)).release(np.float64(s_true), rng=rng, allow_float=True)
+    )
     return Data(n=n, p_true=p_true, s_true=s_true, z=z)
 
 

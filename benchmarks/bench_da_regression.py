@@ -84,7 +84,7 @@ def build(eps, seed):
     y = BETA[0] + X @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
     stat = released_stat(_norm_np(X, X_LO, X_HI), _norm_np(y, Y_LO, Y_HI), np)
     mech = Laplace(epsilon=eps, sensitivity=SENSITIVITY)
-    z = mech.release(stat, rng=rng)
+    z = mech.release(stat, rng=rng, allow_float=True)
     with pm.Model() as model:
         beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
         Xr = pm.Normal("X", M, 1.0, shape=(N, 2))

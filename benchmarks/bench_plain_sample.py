@@ -25,7 +25,7 @@ import numpy as np, pymc as pm, pymc_dp as pmdp
 n, plain, kind = int(sys.argv[1]), sys.argv[2] == "plain", sys.argv[3]
 rng = np.random.default_rng(1)
 mech = pmdp.Laplace(epsilon=0.5, sensitivity=1.0)
-z = float(mech.release(float(rng.binomial(n, 0.3)), rng=rng))
+z = float(mech.release(float(rng.binomial(n, 0.3)), rng=rng, allow_float=True))
 with pm.Model() as model:
     if kind == "readme":
         p = pm.Beta("p", 1.0, 1.0)

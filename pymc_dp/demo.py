@@ -82,7 +82,7 @@ def records_example(rng, draws, tune, seed):
     p_true, n, epsilon = 0.3, 2000, 0.02
     x = rng.binomial(1, p_true, size=n)
     mech = pmdp.Laplace(epsilon=epsilon, sensitivity=1.0)
-    z = float(mech.release(x.sum(), rng=rng))
+    z = float(mech.release(x.sum(), rng=rng, allow_float=True))
 
     with pm.Model() as model:
         p = pm.Beta("p", alpha=1.0, beta=1.0)

@@ -183,10 +183,14 @@ def test_release_dtype(cls, kw):
     m = cls(**kw)
     rng = np.random.default_rng(1)
     want = np.int64 if m.integer else np.float64
+    opt_in = {} if m.integer else {"allow_float": True}  # float noise: explicit opt-in only
     for values in (np.array([0, 5, -3]), [1, 2], 7):
-        out = m.release(values, rng=rng)
+        out = m.release(values, rng=rng, **opt_in)
         assert out.dtype == want and out.shape == np.shape(values)
-    assert m.release(np.array([1.0, 2.0])).dtype == want  # the secure source too
+    assert m.release(np.array([1.0, 2.0]), **opt_in).dtype == want  # the secure source too
+    if not m.integer:  # without the opt-in a float mechanism refuses, naming it
+        with pytest.raises(ValueError, match="allow_float=True"):
+            m.release(np.array([1.0, 2.0]), rng=rng)
     assert m.sample_noise((2, 3), rng=rng).dtype == want
     assert m.sample_noise(4).shape == (4,)
 

@@ -173,7 +173,7 @@ class Mechanism(ABC):
     >>> m = Laplace(epsilon=0.5, sensitivity=1.0)
     >>> isinstance(m, Mechanism), m.integer, m.epsilon, m.noise_variance  # 2 * scale**2
     (True, False, 0.5, 8.0)
-    >>> m.release(np.array([1.0, 2.0]), rng=np.random.default_rng(0)).shape
+    >>> m.release(np.array([1.0, 2.0]), rng=np.random.default_rng(0), allow_float=True).shape
     (2,)
     >>> Mechanism()
     Traceback (most recent call last):

@@ -42,8 +42,10 @@ from pymc_dp.accounting import (
     gaussian_sigma_from_rho,
     quadratic_rho,
 )
+from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.kernels.exact_sampling import check_rng, secure_uniform
 from pymc_dp.mechanisms import _tails
+from pymc_dp.mechanisms._float_release import check_allow_float
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
@@ -51,17 +53,17 @@ __all__ = ["Gaussian"]
 # imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
 special = lazy_module("scipy.special")
 
+_EXACT = (
+    "pmdp.DiscreteGaussian(...) for integer statistics or pmdp.Discretized(grid=..., "
+    "rho=...) for real ones"
+)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: allowed range of sigma: noise draws stay finite (|Z| <= about 40 sigma)
 SIGMA_MIN, SIGMA_MAX = 1e-300, 1e300
 
 
-@numba.njit(cache=True)
-def _gaussian_logpdf(x, params):  # pragma: no cover - compiled
-    # params = [sigma]; log φ_σ(x) = -x²/(2σ²) - log σ - ½ log 2π
-    s = params[0]
-    z = np.float64(x) / s
-    return -0.5 * z * z - math.log(s) - 0.9189385332046728
+#: the density lives in the kernels (its kind is known there: kernels cache on disk)
+_gaussian_logpdf = _noise_logpdf.gaussian_logpdf
 
 
 @numba.njit(cache=True)
@@ -208,6 +210,38 @@ class Gaussian(Mechanism):
         See :func:`pymc_dp.accounting.analytic_gaussian_epsilon`.
         """
         return analytic_gaussian_epsilon(delta, self.sigma, self.sensitivity)
+
+    # ---- release (floating point: explicit opt-in) --------------------------------------------
+    def release(self, values, rng=None, *, allow_float=False) -> np.ndarray:
+        """``values + N(0, σ²)`` in floating point, only with ``allow_float=True``.
+
+        Floating-point noise leaks the input through the low-order bits of the release
+        (Mironov 2012): without the opt-in this raises ``ValueError`` pointing to the exact
+        mechanisms, :class:`pymc_dp.DiscreteGaussian` for integer statistics and
+        :class:`pymc_dp.Discretized` for real ones. ``values`` and ``rng`` as for
+        :meth:`pymc_dp.Mechanism.release`.
+
+        Raises
+        ------
+        ValueError
+            Without ``allow_float=True``; for invalid ``values``.
+        TypeError
+            If ``allow_float`` is not a bool, or for invalid ``values`` or ``rng``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from pymc_dp.mechanisms.gaussian import Gaussian
+        >>> m = Gaussian(sigma=1.0)
+        >>> m.release(np.zeros(3), rng=np.random.default_rng(0), allow_float=True).shape
+        (3,)
+        >>> m.release(np.zeros(3))
+        Traceback (most recent call last):
+        ...
+        ValueError: Gaussian.release adds floating-point noise, ...
+        """
+        check_allow_float(allow_float, "Gaussian.release", _EXACT)
+        return super().release(values, rng)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:

@@ -33,39 +33,63 @@ import pytensor.tensor as pt
 from pymc_dp._validation import as_positive_finite, exactly_one
 from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
 from pymc_dp.kernels import exact_sampling as _es
+from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.mechanisms import _tails
+from pymc_dp.mechanisms._float_release import check_allow_float
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
 
-_TWO_M53 = np.float64(2.0**-53)
+
+def _exp1_from_words(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    """Exp(1) draws from two 64-bit words each, with no truncation of the tail in practice.
+
+    ``u = (2^52 + 2m + 1) 2^-(53 + N)`` with ``m`` 51 uniform bits of ``w1`` and ``N`` the number
+    of trailing zero bits of ``w2`` (``P(N = n) = 2^-(n+1)``): ``u`` is uniform on ``(0, 1)``
+    up to a grid of 52 significant bits at every binary scale (``u`` lies in
+    ``[2^-(N+1), 2^-N)`` with probability ``2^-(N+1)``, uniform there on its grid), and it is
+    an exact double for every ``N <= 64``. ``E = -log(u)`` is then Exp(1) down to
+    ``u = 2^-117``, i.e. up to ``E ≈ 81``: the tail beyond (``w2 = 0``) has probability
+    ``2^-64`` and is drawn as ``N = 64``. (A one-word draw ``-log((m + 1/2) 2^-53)`` stops at
+    ``E ≈ 36.7``, a pure-DP failure of probability ``1e-16``; this one of ``2^-64 ≈ 5e-20``.)
+    """
+    m = (w1 >> np.uint64(13)).astype(np.float64)  # 51 bits, exact in float64
+    low = w2 & (~w2 + np.uint64(1))  # lowest set bit (0 when w2 == 0)
+    with np.errstate(divide="ignore"):
+        ntz = np.where(w2 == np.uint64(0), 64.0, np.log2(low.astype(np.float64)))
+    mant = 4503599627370496.0 + 2.0 * m + 1.0  # 2^52 + 2m + 1 < 2^53: exact
+    u = np.ldexp(mant, -(53 + ntz.astype(np.int64)))
+    return -np.log(u)
 
 
 def _secure_laplace(b: float, size) -> np.ndarray:
     """Laplace(0, b) draws from the secure source: a random sign times ``b`` times Exp(1).
 
-    One 64-bit word of :func:`pymc_dp.kernels.exact_sampling.random_words` per draw: bit 0
-    gives the sign, the top 53 bits give ``u in (0, 1)`` and ``E = -log(u)`` is Exp(1) (inverse
-    CDF). The largest ``|Z|`` is ``b * 53 ln 2 ≈ 36.7 b``; the neglected tail mass
-    ``exp(-36.7) ≈ 1e-16`` is below double resolution of any CDF.
+    Two 64-bit words of :func:`pymc_dp.kernels.exact_sampling.random_words` per draw: bit 0 of
+    the first gives the sign, the rest gives Exp(1) by :func:`_exp1_from_words`. The largest
+    ``|Z|`` is about ``81 b``; the neglected tail has mass ``2^-64`` (pure ε-DP fails with
+    at most that probability, on top of the floating-point leak of every float mechanism).
     """
     size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-    w = _es.random_words(math.prod(size)).view(np.uint64)
-    u = ((w >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_M53
-    sign = np.where((w & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
-    return (sign * (b * -np.log(u))).reshape(size)
+    n = math.prod(size)
+    w = _es.random_words(2 * n).view(np.uint64)
+    w1, w2 = w[:n], w[n:]
+    sign = np.where((w1 & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
+    return (sign * (b * _exp1_from_words(w1, w2))).reshape(size)
 
+
+_EXACT = (
+    "pmdp.Geometric(epsilon=...) for integer statistics or pmdp.Discretized(grid=..., "
+    "epsilon=...) for real ones"
+)
 
 #: allowed range of the noise scale: noise draws stay finite (|Z| <= about 745 b) and every
 #: log density is finite at 0
 SCALE_MIN, SCALE_MAX = 1e-300, 1e300
 
 
-@numba.njit(cache=True)
-def _laplace_logpdf(x, params):  # pragma: no cover - compiled
-    # params = [b]; log η(x) = -|x|/b - log 2 - log b (|x| in float64: no integer wrap)
-    b = params[0]
-    return -abs(np.float64(x)) / b - 0.6931471805599453 - math.log(b)
+#: the density lives in the kernels (its kind is known there: kernels cache on disk)
+_laplace_logpdf = _noise_logpdf.laplace_logpdf
 
 
 @numba.njit(cache=True)
@@ -173,6 +197,39 @@ class Laplace(Mechanism):
         2016, Prop. 1.4).
         """
         return PrivacyGuarantee(epsilon=linear_epsilon(1 / Fraction(self.scale), d), delta=0.0)
+
+    # ---- release (floating point: explicit opt-in) --------------------------------------------
+    def release(self, values, rng=None, *, allow_float=False) -> np.ndarray:
+        """``values + Laplace(0, b)`` in floating point, only with ``allow_float=True``.
+
+        Floating-point noise leaks the input through the low-order bits of the release
+        (Mironov 2012): without the opt-in this raises ``ValueError`` pointing to the exact
+        mechanisms, :class:`pymc_dp.Geometric` for integer statistics and
+        :class:`pymc_dp.Discretized` for real ones. ``values`` and ``rng`` as for
+        :meth:`pymc_dp.Mechanism.release`.
+
+        Raises
+        ------
+        ValueError
+            Without ``allow_float=True``; for invalid ``values`` (see
+            :meth:`pymc_dp.Mechanism.release`).
+        TypeError
+            If ``allow_float`` is not a bool, or for invalid ``values`` or ``rng``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from pymc_dp.mechanisms.laplace import Laplace
+        >>> m = Laplace(epsilon=1.0)
+        >>> m.release(np.array([1.0, 2.0]), rng=np.random.default_rng(0), allow_float=True).shape
+        (2,)
+        >>> m.release(np.array([1.0]))
+        Traceback (most recent call last):
+        ...
+        ValueError: Laplace.release adds floating-point noise, ...
+        """
+        check_allow_float(allow_float, "Laplace.release", _EXACT)
+        return super().release(values, rng)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:

@@ -340,7 +340,7 @@ def test_registered_marginals_jax_logp_and_gradient(base, mech, data, rng):
     """logp and jax.grad (jitted) of each Privatized pair equal PyTensor's numba ones."""
     from pymc.sampling.jax import get_jaxified_logp
 
-    z = mech.release(_DATA[data](rng), rng=rng)
+    z = mech.release(_DATA[data](rng), rng=rng, **({} if mech.integer else {"allow_float": True}))
     with pm.Model() as model:
         t = pm.Gamma("t", 2.0, 0.5)
         Privatized("z", base(t), mech, observed=z)
@@ -741,7 +741,9 @@ def _check(idata, var, grid, logpost, naive_logpost):
 
 def _poisson_case(mech, seed):
     rng = np.random.default_rng(seed)
-    z = mech.release(rng.poisson(4.0, size=40), rng=rng)
+    z = mech.release(
+        rng.poisson(4.0, size=40), rng=rng, **({} if mech.integer else {"allow_float": True})
+    )
     with pm.Model() as model:
         lam = pm.Gamma("lam", 2.0, 0.5)
         Privatized("z", pm.Poisson.dist(lam), mech, observed=z)

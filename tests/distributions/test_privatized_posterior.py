@@ -75,7 +75,7 @@ def test_normal_mean_laplace_noise():
     rng = np.random.default_rng(202)
     mech = Laplace(scale=1.5)
     y = rng.normal(1.0, 1.0, size=40)
-    z = mech.release(y, rng=rng)
+    z = mech.release(y, rng=rng, allow_float=True)
     with pm.Model():
         mu = pm.Normal("mu", 0.0, 5.0)
         Privatized("z", pm.Normal.dist(mu, 1.0), mech, observed=z)

@@ -153,8 +153,10 @@ def test_logpdf_three_forms_agree_with_scipy():
 def test_release_shapes_rng_and_secure_range(rng):
     m = Gaussian(sigma=1.5)
     seed = int(rng.integers(2**31))
-    a = m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed))
-    np.testing.assert_array_equal(a, m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed)))
+    a = m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed), allow_float=True)
+    np.testing.assert_array_equal(
+        a, m.release(np.zeros((2, 5)), rng=np.random.default_rng(seed), allow_float=True)
+    )
     assert m.sample_noise((3, 2)).shape == (3, 2) and np.ndim(m.sample_noise(())) == 0
     z = m.sample_noise(100_000)
     assert np.all(np.isfinite(z)) and np.max(np.abs(z)) < 8.3 * 1.5 * 1.0001
@@ -179,7 +181,7 @@ def test_release_ks_and_negative_control(rng, secure):
     m = Gaussian(epsilon=2.0, delta=1e-6, sensitivity=3.0)
     n = 400_000
     values = np.round(rng.normal(0, 50, n))
-    out = m.release(values, rng=None if secure else rng)
+    out = m.release(values, rng=None if secure else rng, allow_float=True)
     noise = out - values
     assert_gof(ks_gof(noise, stats.norm(scale=m.sigma).cdf), what="Gaussian release")
     assert_rejects(ks_gof(noise, stats.norm(scale=1.05 * m.sigma).cdf), what="scale x1.05")
@@ -193,8 +195,8 @@ def test_empirical_delta_curve(rng):
     sens, sigma = 2.0, 2.0
     m = Gaussian(sigma=sigma, sensitivity=sens)
     n = 1_000_000
-    y1 = m.release(np.full(n, sens), rng=rng)
-    y0 = m.release(np.zeros(n), rng=rng)
+    y1 = m.release(np.full(n, sens), rng=rng, allow_float=True)
+    y0 = m.release(np.zeros(n), rng=rng, allow_float=True)
     wrong = Gaussian(sigma=1.2 * sigma, sensitivity=sens)
     for eps in [0.25, 0.5, 1.0, 2.0]:
         cut = eps * sigma**2 / sens + sens / 2

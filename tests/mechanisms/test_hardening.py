@@ -35,6 +35,11 @@ I64 = np.iinfo(np.int64)
 U64 = np.iinfo(np.uint64)
 
 
+def _fk(m) -> dict:
+    """The keyword a float mechanism's release needs (the explicit opt-in, Mironov 2012)."""
+    return {} if m.integer else {"allow_float": True}
+
+
 def _mechanisms():
     return [
         Laplace(scale=2.0),
@@ -184,9 +189,9 @@ def test_item7_masked_values_are_refused():
     for m in _mechanisms():
         masked = np.ma.masked_array([1, -999], mask=[False, True])
         with pytest.raises(ValueError, match=r"values.*masked"):
-            m.release(masked, rng=np.random.default_rng(0))
+            m.release(masked, rng=np.random.default_rng(0), **_fk(m))
         ok = np.ma.masked_array([1, 2], mask=[False, False])
-        assert m.release(ok, rng=np.random.default_rng(0)).shape == (2,)
+        assert m.release(ok, rng=np.random.default_rng(0), **_fk(m)).shape == (2,)
 
 
 def test_item7_noise_never_wraps_at_smallest_rate():
@@ -209,13 +214,19 @@ def test_item7_noise_never_wraps_at_smallest_rate():
 def test_item7_float_release_range():
     m = Laplace(scale=1.0)
     with pytest.raises(ValueError, match="values"):
-        m.release([1.7e308], rng=np.random.default_rng(0))
+        m.release([1.7e308], rng=np.random.default_rng(0), allow_float=True)
     with pytest.raises(ValueError, match="values"):
-        m.release(np.array([2**63 - 1], dtype=np.int64), rng=np.random.default_rng(0))
-    out = m.release(np.array([2**53], dtype=np.int64), rng=np.random.default_rng(0))
+        m.release(
+            np.array([2**63 - 1], dtype=np.int64), rng=np.random.default_rng(0), allow_float=True
+        )
+    out = m.release(
+        np.array([2**53], dtype=np.int64), rng=np.random.default_rng(0), allow_float=True
+    )
     assert np.isfinite(out).all()
     big = Laplace(scale=1e300)
-    assert np.isfinite(big.release([1e300, -1e300], rng=np.random.default_rng(0))).all()
+    assert np.isfinite(
+        big.release([1e300, -1e300], rng=np.random.default_rng(0), allow_float=True)
+    ).all()
 
 
 # ---- item 9: only real numbers are released ---------------------------------------------------
@@ -238,7 +249,7 @@ def test_item7_float_release_range():
 @pytest.mark.parametrize("m", _mechanisms(), ids=lambda m: type(m).__name__)
 def test_item9_release_refuses_non_real(m, values):
     with pytest.raises(TypeError, match="values"):
-        m.release(values, rng=np.random.default_rng(0))
+        m.release(values, rng=np.random.default_rng(0), **_fk(m))
 
 
 # ---- item 10: calibration is bounded and raises ValueError naming the argument ---------------
@@ -349,7 +360,7 @@ def test_item11_extreme_scales_draw_and_release(m):
     lp = pm.logp(m.noise_dist(), d).eval()
     assert not np.any(np.isnan(lp))
     for rng in (np.random.default_rng(0), None):
-        out = m.release(np.zeros(20, dtype=np.int64), rng=rng)
+        out = m.release(np.zeros(20, dtype=np.int64), rng=rng, **_fk(m))
         assert np.all(np.isfinite(out))
 
 
@@ -475,7 +486,7 @@ def test_fuzz_constructors(ctor, a, s):
     if m.integer:
         assert math.isfinite(_max_logpdf(m)) and _max_logpdf(m) <= 0.0
     hash(m)
-    out = m.release(np.array([0, 1, -3]), rng=np.random.default_rng(0))
+    out = m.release(np.array([0, 1, -3]), rng=np.random.default_rng(0), **_fk(m))
     assert np.all(np.isfinite(out))
 
 
@@ -500,7 +511,7 @@ RELEASE_VALUES = st.one_of(
 @given(m=st.sampled_from(_mechanisms()), values=RELEASE_VALUES)
 def test_fuzz_release(m, values):
     try:
-        out = m.release(values, rng=np.random.default_rng(0))
+        out = m.release(values, rng=np.random.default_rng(0), **_fk(m))
     except (TypeError, ValueError) as err:
         assert "values" in str(err)
         return

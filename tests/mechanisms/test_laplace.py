@@ -92,7 +92,7 @@ def test_release_ks_and_negative_control(rng, secure):
     m = Laplace(epsilon=0.8, sensitivity=1.5)
     n = 400_000
     values = np.round(rng.normal(0, 50, n))
-    out = m.release(values, rng=None if secure else rng)
+    out = m.release(values, rng=None if secure else rng, allow_float=True)
     assert out.shape == values.shape and out.dtype == np.float64
     noise = out - values
     assert_gof(ks_gof(noise, stats.laplace(scale=m.scale).cdf), what="Laplace release")
@@ -102,17 +102,17 @@ def test_release_ks_and_negative_control(rng, secure):
 def test_release_rng_reproducible_and_shapes(rng):
     m = Laplace(scale=2.0)
     seed = int(rng.integers(2**31))
-    a = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed))
-    b = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed))
+    a = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed), allow_float=True)
+    b = m.release(np.zeros((3, 4)), rng=np.random.default_rng(seed), allow_float=True)
     np.testing.assert_array_equal(a, b)
     assert m.sample_noise((2, 3)).shape == (2, 3)
     assert m.sample_noise(5).shape == (5,)
     assert np.ndim(m.sample_noise(())) == 0
     with pytest.raises(ValueError, match="finite"):
-        m.release([1.0, np.nan])
+        m.release([1.0, np.nan], allow_float=True)
     for bad_rng in (0, np.random.RandomState(0), "secure"):
         with pytest.raises(TypeError, match="Generator"):
-            m.release([1.0], rng=bad_rng)
+            m.release([1.0], rng=bad_rng, allow_float=True)
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
@@ -123,8 +123,8 @@ def test_empirical_privacy_neighbours(rng, eps):
     delta_x = 1.5
     m = Laplace(epsilon=eps, sensitivity=delta_x)
     n = 500_000
-    y1 = m.release(np.full(n, delta_x), rng=rng)
-    y0 = m.release(np.zeros(n), rng=rng)
+    y1 = m.release(np.full(n, delta_x), rng=rng, allow_float=True)
+    y0 = m.release(np.zeros(n), rng=rng, allow_float=True)
     lb = empirical_epsilon_lower_bound(y1, y0, lambda y: y > delta_x)
     assert lb <= m.epsilon
     assert lb > m.epsilon - 0.05

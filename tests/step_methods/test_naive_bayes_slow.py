@@ -97,7 +97,7 @@ def one_replicate(epsilon, rng, draws, tune, fixed=None):
     u = rng.random((K, N, 1))
     xs = [np.minimum((u[k] > np.cumsum(thetas[k][y], axis=1)).sum(1), J - 1) for k in range(K)]
     mech = Laplace(epsilon=epsilon, sensitivity=2 * K)
-    z = mech.release(tables(y, xs), rng=rng)
+    z = mech.release(tables(y, xs), rng=rng, allow_float=True)
 
     model = build(z, epsilon)
     with model:
