@@ -95,7 +95,11 @@ Bernoulli corrections,
 :math:`\\sum_{y \\ge k} f(y) = \\sigma\\sqrt{\\pi/2}\\operatorname{erfc}(u/\\sqrt2) + f(k)
 [\\tfrac12 + \\tfrac{1}{12}\\sigma^{-1}He_1(u) - \\tfrac{1}{720}\\sigma^{-3}He_3(u) +
 \\tfrac{1}{30240}\\sigma^{-5}He_5(u)]` with :math:`u = k/\\sigma` (relative truncation error below
-1e-16 there, since then :math:`\\sigma > 10^4`); the difference of the tails then has
+1e-16 there, since then :math:`\\sigma > 10^4`), in log space (for :math:`u \\ge 0` with the
+factor :math:`e^{-u^2/2}` taken out through ``erfcx``), and forms
+:math:`e^\\epsilon P[Y > a + \\Delta]` as one exponential, so that neither :math:`e^\\epsilon`
+overflows nor the deep second tail underflows when :math:`\\epsilon` is large (beyond 700);
+the difference of the tails then has
 relative error about :math:`10^{-16}\\,P[Y > a]/\\delta`. The normaliser :math:`Z` comes from
 :mod:`pymc_dp.kernels.discrete_gaussian`."""
 
@@ -738,40 +742,50 @@ def zcdp_to_approx_dp(rho, delta, *, method: str = "bs16") -> float:
     if method == "bs16" or r == 0.0:
         return bs
 
-    def eps_of(alpha: float) -> float:
-        return (
-            alpha * r + (log_inv_delta - math.log(alpha)) / (alpha - 1.0) + math.log1p(-1.0 / alpha)
-        )
+    def terms(alpha: float) -> tuple[float, float, float]:
+        middle = (log_inv_delta - math.log(alpha)) / (alpha - 1.0)
+        return alpha * r, middle, math.log1p(-1.0 / alpha)
+
+    # eps'(alpha) has the sign of (sqrt(r) (alpha - 1))^2 - (ln(1/δ) - ln α), written with
+    # sqrt(r) so that neither r (alpha - 1)^2 nor ln(1/δ)/r overflows for a tiny (subnormal) rho
+    sr = math.sqrt(r)
 
     def deriv(alpha: float) -> float:
-        return r * (alpha - 1.0) ** 2 - (log_inv_delta - math.log(alpha))
+        return (sr * (alpha - 1.0)) ** 2 - (log_inv_delta - math.log(alpha))
 
     lo = 1.0 + 1e-12
-    hi = 1.0 + math.sqrt(log_inv_delta / r) + 1.0
+    hi = 2.0 + math.sqrt(log_inv_delta) / sr
     if deriv(lo) >= 0.0:  # pragma: no cover - only for astronomically large rho
         return bs
     alpha = optimize.brentq(deriv, lo, hi, xtol=1e-15, maxiter=500)
+    # every alpha gives a valid bound; the float sum of the three terms is moved up by a bound
+    # on its rounding error (a few ulps of the largest term), so that it never under-counts
+    t = terms(alpha)
+    cks = math.fsum(t) + 8.0 * 2.0**-52 * max(abs(x) for x in t)
     # a negative bound (large δ, tiny ρ) means (0, δ)-DP already holds
-    return max(0.0, min(bs, eps_of(alpha)))
+    return max(0.0, min(bs, cks))
 
 
 # ---- discrete Gaussian (Canonne, Kamath & Steinke 2020) ------------------------------------------
 _MAX_TERMS = 100_000
 
 
-def _tail_em(k: float, sigma: float) -> float:
-    """``sum_{y >= k} exp(-y^2/(2 sigma^2))`` for integer ``k`` by Euler-Maclaurin (large sigma)."""
+def _log_tail_em(k: float, sigma: float) -> float:
+    """``log sum_{y >= k} exp(-y^2/(2 sigma^2))`` for integer ``k`` by Euler-Maclaurin (large
+    sigma), in log space: for ``u = k/sigma >= 0`` the common factor ``exp(-u^2/2)`` of both
+    terms is taken out (``erfc(x) = erfcx(x) e^{-x^2}``), so deep tails do not underflow (they
+    matter when multiplied by ``e^epsilon`` with a large epsilon)."""
     u = k / sigma
-    if u >= 40.0:  # below exp(-800) relative to Z
-        return 0.0
     if u <= -40.0:  # all of Z up to exp(-800)
-        return math.exp(float(_dg_log_normalizer(sigma)))
-    f = math.exp(-0.5 * u * u)
+        return float(_dg_log_normalizer(sigma))
     he1 = u
     he3 = u**3 - 3.0 * u
     he5 = u**5 - 10.0 * u**3 + 15.0 * u
     corr = 0.5 + he1 / (12.0 * sigma) - he3 / (720.0 * sigma**3) + he5 / (30240.0 * sigma**5)
-    return sigma * math.sqrt(math.pi / 2.0) * special.erfc(u / math.sqrt(2.0)) + f * corr
+    c = sigma * math.sqrt(math.pi / 2.0)
+    if u >= 0.0:
+        return -0.5 * u * u + math.log(c * float(special.erfcx(u / _SQRT2)) + corr)
+    return math.log(c * float(special.erfc(u / _SQRT2)) + math.exp(-0.5 * u * u) * corr)
 
 
 def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> float:
@@ -810,7 +824,11 @@ def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> f
         log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z
         return float(math.fsum(np.exp(log_terms).tolist()))
     z_ = math.exp(log_z)
-    res = (_tail_em(k1, s) - math.exp(eps) * _tail_em(k1 + d, s)) / z_
+    # e^eps * tail(k1 + d) <= tail(k1) in exact arithmetic, but e^eps alone can overflow
+    # (eps > 709) and the tail underflow: the product is formed in log space
+    t1 = math.exp(_log_tail_em(k1, s))
+    shifted = math.exp(min(eps + _log_tail_em(k1 + d, s), 709.0))
+    res = (t1 - shifted) / z_
     return min(max(res, 0.0), 1.0)
 
 

@@ -293,6 +293,20 @@ def _other_values(idata, model, names, progressbar):
 # ---------------------------------------------------------------- entry points
 
 
+def _group(idata, group: str, fix: str):
+    """Group ``group`` of ``idata`` as a Dataset, or an error naming ``idata`` and ``fix``."""
+    children = getattr(idata, "children", None)
+    if children is None or not hasattr(idata, "attrs"):
+        raise TypeError(
+            f"idata must be an xarray.DataTree (the result of pm.sample), got "
+            f"{type(idata).__name__}"
+        )
+    if group not in children:
+        raise ValueError(f"idata has no {group!r} group (its groups: {sorted(children)}); {fix}")
+    data = idata[group]
+    return data.to_dataset() if hasattr(data, "to_dataset") else data
+
+
 def _targets(model, var_names):
     observed = {rv.name: rv for rv in model.observed_RVs}
     names = list(observed) if var_names is None else list(var_names)
@@ -336,7 +350,11 @@ def compute_log_likelihood(
     ValueError
         A Release whose density given the parameters has no closed form here (naming it, why,
         and what to use instead); a variable whose log-density reads records absent from the
-        posterior; names that are not observed variables.
+        posterior; names that are not observed variables; ``idata`` without a ``posterior``
+        group (e.g. one of its groups, ``idata.sample_stats``, passed instead of the whole
+        result).
+    TypeError
+        ``idata`` that is not an ``xarray.DataTree``.
 
     Examples
     --------
@@ -357,10 +375,11 @@ def compute_log_likelihood(
     >>> bool(abs(float(ll["z"][0, 0]) - ref) < 1e-12)
     True
     """
+    posterior = _group(
+        idata, "posterior", "pass the whole result of pm.sample (not one of its groups)"
+    )
     model = modelcontext(model)
     names, observed = _targets(model, var_names)
-    posterior = idata["posterior"]
-    posterior = posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
     plans = {n: _release_plan(model, observed[n]) for n in names if is_release(observed[n])}
     others = [n for n in names if plans.get(n) is None]
     parts = []
@@ -402,6 +421,14 @@ def stack_log_likelihood(idata, var_names, *, name="releases", dim="release"):
     -------
     xarray.DataTree
 
+    Raises
+    ------
+    ValueError
+        ``idata`` without a ``log_likelihood`` group, or ``var_names`` empty or naming
+        variables that group does not hold.
+    TypeError
+        ``idata`` that is not an ``xarray.DataTree``, or ``var_names`` given as one string.
+
     Examples
     --------
     >>> import numpy as np
@@ -412,8 +439,20 @@ def stack_log_likelihood(idata, var_names, *, name="releases", dim="release"):
     >>> out["log_likelihood"]["releases"].dims, out["log_likelihood"]["release"].values.tolist()
     (('chain', 'draw', 'release'), ['a', 'b'])
     """
-    ll = idata["log_likelihood"]
-    ll = ll.to_dataset() if hasattr(ll, "to_dataset") else ll
+    ll = _group(
+        idata,
+        "log_likelihood",
+        "compute it first with pmdp.compute_log_likelihood(idata, model=...)",
+    )
+    if isinstance(var_names, str):
+        raise TypeError(f"var_names must be a sequence of names, got the string {var_names!r}")
+    var_names = list(var_names)
+    unknown = [v for v in var_names if v not in ll.data_vars]
+    if unknown or not var_names:
+        raise ValueError(
+            f"var_names must name variables of the log_likelihood group {sorted(ll.data_vars)}, "
+            f"got {var_names}"
+        )
     cols, labels = [], []
     for var in var_names:
         arr = ll[var].transpose("chain", "draw", ...)

@@ -73,6 +73,53 @@ def _register_numba():
     numba_core_rv_funcify.register(DiscreteLaplaceRV)(_discrete_laplace_numba_core)
 
 
+class DiscreteLaplaceLogRV(RandomVariable):
+    """The two-sided geometric law given ``log_alpha = log(alpha) < 0`` (not ``alpha``).
+
+    ``alpha`` close to 1 (a small rate ``-log alpha``, e.g. the geometric mechanism at epsilon
+    1e-15) is not representable to full relative precision of ``1 - alpha`` as a double, so
+    the law of a rounded ``alpha`` differs from the intended one (by 1% at rate 1e-15); with
+    ``log_alpha`` the success probability ``1 - alpha = -expm1(log_alpha)`` of the two
+    geometric draws and the log pmf are exact to a few ulps.
+    """
+
+    name = "discrete_laplace_log"
+    signature = "()->()"
+    dtype = "int64"
+    _print_name = ("DiscreteLaplace", "\\operatorname{DiscreteLaplace}")
+
+    @classmethod
+    def rng_fn(cls, rng, log_alpha, size):
+        la = np.asarray(log_alpha, dtype=np.float64)
+        if not np.all(np.isfinite(la) & (la < 0.0)):
+            raise ValueError(f"DiscreteLaplace: log_alpha must be finite and < 0, got {la!r}")
+        p = -np.expm1(la)
+        return rng.geometric(p, size=size) - rng.geometric(p, size=size)
+
+
+discrete_laplace_log = DiscreteLaplaceLogRV()
+
+
+def _discrete_laplace_log_numba_core(op, node):
+    from pytensor.link.numba.dispatch.basic import numba_njit
+
+    @numba_njit
+    def random(rng, log_alpha):
+        if not (log_alpha < 0.0 and log_alpha > -np.inf):
+            raise ValueError("DiscreteLaplace: log_alpha must be finite and < 0")
+        p = -np.expm1(log_alpha)
+        return rng.geometric(p) - rng.geometric(p)
+
+    return random
+
+
+@numba_registration
+def _register_numba_log():
+    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
+
+    numba_core_rv_funcify.register(DiscreteLaplaceLogRV)(_discrete_laplace_log_numba_core)
+
+
 class DiscreteLaplace(Discrete):
     r"""Discrete Laplace (two-sided geometric) distribution on the integers.
 
@@ -117,7 +164,13 @@ class DiscreteLaplace(Discrete):
     rv_op = discrete_laplace
 
     @classmethod
-    def dist(cls, alpha, **kwargs):
+    def dist(cls, alpha=None, *, log_alpha=None, **kwargs):
+        if log_alpha is not None:
+            if alpha is not None:
+                raise ValueError("DiscreteLaplace: give alpha or log_alpha, not both")
+            return _DiscreteLaplaceLog.dist(log_alpha, **kwargs)
+        if alpha is None:
+            raise TypeError("DiscreteLaplace.dist needs alpha (or log_alpha=)")
         if not isinstance(alpha, Variable):  # numbers: float64, never float32 constants
             alpha = np.asarray(alpha, dtype=np.float64)
         alpha = pt.as_tensor_variable(alpha)
@@ -140,3 +193,34 @@ class DiscreteLaplace(Discrete):
         safe = pt.switch(pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE)), alpha, np.float64(0.5))
         res = logcdf_pt(value, safe)
         return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")
+
+
+class _DiscreteLaplaceLog(Discrete):
+    """The law of :class:`DiscreteLaplace` parameterized by ``log_alpha < 0``
+    (``DiscreteLaplace.dist(log_alpha=...)``; :class:`DiscreteLaplaceLogRV`)."""
+
+    rv_op = discrete_laplace_log
+
+    @classmethod
+    def dist(cls, log_alpha, **kwargs):
+        if not isinstance(log_alpha, Variable):  # numbers: float64, never float32 constants
+            log_alpha = np.asarray(log_alpha, dtype=np.float64)
+        return super().dist([pt.as_tensor_variable(log_alpha)], **kwargs)
+
+    def support_point(rv, size, log_alpha):
+        mode = pt.zeros_like(log_alpha, dtype="int64")
+        if not rv_size_is_none(size):
+            mode = pt.full(size, mode)
+        return mode
+
+    def logp(value, log_alpha):
+        ok = pt.and_(pt.lt(log_alpha, _ZERO), pt.gt(log_alpha, np.float64(-np.inf)))
+        safe = pt.switch(ok, log_alpha, np.float64(-1.0))
+        res = logpmf_pt(value, log_alpha=safe)
+        return check_parameters(res, ok, msg="log_alpha < 0 and finite")
+
+    def logcdf(value, log_alpha):
+        ok = pt.and_(pt.lt(log_alpha, _ZERO), pt.gt(log_alpha, np.float64(-np.inf)))
+        safe = pt.switch(ok, log_alpha, np.float64(-1.0))
+        res = logcdf_pt(value, log_alpha=safe)
+        return check_parameters(res, ok, msg="log_alpha < 0 and finite")

@@ -9,7 +9,7 @@ mechanism                 ``noise_dist(**kwargs)``
 ========================  ================================================
 ``Laplace``               ``pm.Laplace.dist(0, scale)``
 ``Gaussian``              ``pm.Normal.dist(0, sigma)``
-``Geometric``             ``DiscreteLaplace.dist(alpha)``
+``Geometric``             ``DiscreteLaplace.dist(log_alpha=log_alpha)``
 ``DiscreteGaussian``      ``DiscreteNormal.dist(sigma)``
 ========================  ================================================
 
@@ -54,8 +54,9 @@ def gaussian_noise(mechanism: Gaussian, **kwargs):
 
 
 def geometric_noise(mechanism: Geometric, **kwargs):
-    """``DiscreteLaplace.dist(alpha)`` of the sampled rate (float64)."""
-    return DiscreteLaplace.dist(np.float64(mechanism.alpha), **kwargs)
+    """``DiscreteLaplace.dist(log_alpha=-rate)`` of the sampled rate (float64; not the rounded
+    ``alpha``, which misstates the law when ``alpha`` is close to 1)."""
+    return DiscreteLaplace.dist(log_alpha=np.float64(mechanism.log_alpha), **kwargs)
 
 
 def discrete_gaussian_noise(mechanism: DiscreteGaussian, **kwargs):

@@ -33,7 +33,8 @@ bounds the exact one from above.
 Everything reported (``guarantee()``, ``alpha``, ``log_alpha``, the log pmf and ``noise_dist``)
 describes the law actually sampled, i.e. the rational rate ``s/t``; :attr:`Geometric.rate` gives
 it exactly. The privacy map is ``map(d) = d s/t`` (rounded up) for integer ``d``; the noise
-law as a PyMC distribution (:meth:`Geometric.noise_dist`) is ``DiscreteLaplace.dist(alpha)``.
+law as a PyMC distribution (:meth:`Geometric.noise_dist`) is
+``DiscreteLaplace.dist(log_alpha=-rate)`` (the exact rate, not the rounded ``alpha``).
 
 Allowed range. The rate ``ln(1/alpha) = epsilon / sensitivity`` must lie in
 ``[2**-50, 700]`` (``epsilon / sensitivity`` from about ``8.9e-16`` to 700; ``alpha`` from
