@@ -136,6 +136,14 @@ class Bernoulli(_Family):
     integer = True
     stat_names = ("successes", "failures")
 
+    def bounds(self, bounds):
+        if bounds is not None:
+            raise ValueError(
+                f"bernoulli takes no bounds (its records are 0 or 1), got bounds={bounds!r}: "
+                "leave bounds out"
+            )
+        return None
+
     def records(self, data, bounds):
         arr = _as_records(data)
         if arr.ndim != 1:
@@ -310,7 +318,13 @@ class Normal(_Family):
         return np.array([records.sum(), (records * records).sum()], dtype=np.float64)
 
     def sensitivity(self, bounds):
-        return _normal_l1(*bounds), _normal_l2(*bounds)
+        try:
+            return _normal_l1(*bounds), _normal_l2(*bounds)
+        except OverflowError:
+            raise ValueError(
+                f"bounds={bounds!r} give a sensitivity beyond the double range (the sum of "
+                "squares moves by up to max(a², b²)): use narrower bounds"
+            ) from None
 
 
 def _square_range(lo: float, hi: float) -> Fraction:
@@ -379,7 +393,12 @@ class LinearRegression(_Family):
 
     def sensitivity(self, bounds, d: int = 1):
         r = self.ranges(bounds, d)
-        return round_up(sum(r, Fraction(0))), _sqrt_up(sum((x * x for x in r), Fraction(0)))
+        try:
+            return round_up(sum(r, Fraction(0))), _sqrt_up(sum((x * x for x in r), Fraction(0)))
+        except OverflowError:
+            raise ValueError(
+                f"bounds={bounds!r} give a sensitivity beyond the double range: use narrower bounds"
+            ) from None
 
     def names(self, bounds, d: int = 1):
         iu = np.triu_indices(d)
@@ -404,3 +423,132 @@ def family_of(family) -> _Family:
         f"family must be one of {sorted(FAMILIES)} (or pm.Bernoulli, pm.Categorical, "
         f"pm.Poisson, pm.Normal), got {family!r}"
     )
+
+
+# ---- exact (discretized) releases of the real families: records snapped to a grid ---------------
+def _int_sqrt_up(q: int) -> int:
+    """The smallest integer ``>= sqrt(q)`` for an integer ``q >= 0``."""
+    s = math.isqrt(q)
+    return s if s * s == q else s + 1
+
+
+def _normal_grid_sup(ka: int, kb: int, w: int) -> tuple[int, int]:
+    """``(max L1, max squared L2)`` of ``(w (k - k'), k² - k'²)`` over integers in ``[ka, kb]``.
+
+    ``|k - k'|(w + |k + k'|)`` and ``(k - k')²(w² + (k + k')²)`` grow with ``|k - k'|`` at
+    fixed ``k + k'``, and the lattice step ``(k + 1, k' - 1)`` keeps ``k + k'``: the maximum has
+    ``k`` in ``{ka, kb}`` (by symmetry). For fixed ``k`` the L1 objective is piecewise
+    quadratic in ``k'`` (pieces split at ``k' = ±k``), concave only with vertices ``k' = ∓w/2``;
+    the squared L2 one is a quartic whose stationary points are ``k' = k`` and the roots of
+    ``2k'² + 2k k' + w² = 0``. The integer maximum is at a piece end, the endpoints, or an
+    integer next to a vertex or root: all candidates are evaluated exactly (Python integers);
+    the brute-force enumeration in the tests checks it.
+    """
+    best1 = best2 = 0
+    for k in (ka, kb):
+        cands = {ka, kb, k, -k, -k - 1, -k + 1}
+        for c in (w / 2.0, -w / 2.0):
+            cands |= {math.floor(c), math.ceil(c)}
+        disc = k * k - 2 * w * w
+        if disc >= 0:
+            r = math.sqrt(disc)
+            for c in ((-k + r) / 2.0, (-k - r) / 2.0):
+                cands |= {math.floor(c) - 1, math.floor(c), math.ceil(c), math.ceil(c) + 1}
+        for c in cands:
+            if ka <= c <= kb:
+                u, v = k - c, k + c
+                best1 = max(best1, abs(u) * (w + abs(v)))
+                best2 = max(best2, u * u * (w * w + v * v))
+    return best1, best2
+
+
+def snap_bounds(bounds: tuple[float, float], grid: float) -> tuple[int, int]:
+    """The integer range ``[r(a / g), r(b / g)]`` of records clamped to ``[a, b]`` and snapped."""
+    from pymc_dp.mechanisms.discretized import snap
+
+    ka, kb = (int(v) for v in snap(np.array(bounds, dtype=np.float64), grid))
+    return ka, kb
+
+
+def _check_int_range(n: int, top: int, name: str) -> None:
+    if n * top > 2**62:
+        raise ValueError(
+            f"grid: n * (largest statistic entry per record) = {n} * {top} exceeds 2**62 (the "
+            f"integer release would overflow): use a coarser {name}"
+        )
+
+
+class NormalGrid:
+    """Normal records snapped to the grid ``g``: ``k_i = r(clip(x_i, a, b) / g)`` and the
+    integer statistic ``(w Σk, Σk²)`` with ``w = max(|ka|, |kb|, 1)``.
+
+    The weight ``w`` balances the two coordinates (one noise scale for both, as in the float
+    release): their noise in the data's units is then ``g/w`` and ``g²`` times the integer
+    noise, i.e. about ``2 B / ε`` and ``2 B² / ε`` for ``[0, B]`` and geometric noise.
+    """
+
+    def __init__(self, bounds, grid: float):
+        self.grid = grid
+        self.ka, self.kb = snap_bounds(bounds, grid)
+        self.w = max(abs(self.ka), abs(self.kb), 1)
+
+    def snap(self, records) -> np.ndarray:
+        from pymc_dp.mechanisms.discretized import snap
+
+        return snap(records, self.grid)
+
+    def statistic(self, records) -> np.ndarray:
+        top = self.w * max(abs(self.ka), abs(self.kb), 1)
+        _check_int_range(len(records), top, "grid")
+        k = self.snap(records)
+        return np.array([self.w * int(k.sum()), int((k * k).sum())], dtype=np.int64)
+
+    def sensitivity(self) -> tuple[int, int]:
+        l1, l2sq = _normal_grid_sup(self.ka, self.kb, self.w)
+        return l1, _int_sqrt_up(l2sq)
+
+    def units(self) -> np.ndarray:
+        return np.array([self.grid / self.w, self.grid * self.grid])
+
+
+class RegressionGrid:
+    """Regression records snapped: ``X`` to the grid ``gx``, ``y`` to ``gy``; the integer
+    statistic is the release layout of ``kx'kx``, ``kx'ky``, ``ky'ky``. Per-entry integer
+    ranges (exact, as for the float release) summed for L1, root of the sum of squares rounded
+    up for L2 (upper bounds)."""
+
+    def __init__(self, bounds, grid):
+        gx, gy = grid
+        self.gx, self.gy = gx, gy
+        self.kx = snap_bounds(bounds[0], gx)
+        self.ky = snap_bounds(bounds[1], gy)
+
+    def snap(self, records):
+        from pymc_dp.mechanisms.discretized import snap
+
+        X, y = records
+        return snap(X, self.gx), snap(y, self.gy)
+
+    def statistic(self, records) -> np.ndarray:
+        mx, my = max(map(abs, self.kx)), max(map(abs, self.ky))
+        X, _ = records
+        d = X.shape[1]
+        _check_int_range(X.shape[0], max(mx * mx * d, mx * my * d, my * my, 1), "grid")
+        kx, ky = self.snap(records)
+        iu = np.triu_indices(d)
+        return np.concatenate([(kx.T @ kx)[iu], kx.T @ ky, [ky @ ky]]).astype(np.int64)
+
+    def ranges(self, d: int) -> list[int]:
+        sq, cross = _square_range(*self.kx), _product_range(self.kx, self.kx)
+        iu = np.triu_indices(d)
+        xx = [sq if j == k else cross for j, k in zip(*iu, strict=True)]
+        return [int(r) for r in (*xx, *([_product_range(self.kx, self.ky)] * d),
+                                 _square_range(*self.ky))]  # fmt: skip
+
+    def sensitivity(self, d: int) -> tuple[int, int]:
+        r = self.ranges(d)
+        return max(sum(r), 1), max(_int_sqrt_up(sum(x * x for x in r)), 1)
+
+    def units(self, d: int) -> np.ndarray:
+        m = d * (d + 1) // 2
+        return np.array([self.gx * self.gx] * m + [self.gx * self.gy] * d + [self.gy * self.gy])

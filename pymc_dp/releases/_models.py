@@ -23,6 +23,8 @@ from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp._cache import lazy_module
 from pymc_dp.distributions.release import Release, is_random_variable
+from pymc_dp.mechanisms.discretized import snap_pt
+from pymc_dp.releases._families import snap_bounds
 
 __all__ = ["build_model"]
 
@@ -36,8 +38,16 @@ def _f64(x) -> np.ndarray:
 
 
 def _observed(rel) -> np.ndarray:
+    grid_value = getattr(rel, "grid_value", None)
+    if grid_value is not None:  # an exact release of snapped records: the integers released
+        return np.asarray(grid_value, dtype=np.int64)
     v = np.asarray(rel.value)
     return v.astype(np.int64) if rel.mechanism.integer else v.astype(np.float64)
+
+
+def _snapped(x, lo, hi, grid):
+    """``r(clip(x, lo, hi) / grid)`` (int64), as the data holder snapped the records."""
+    return snap_pt(pt.clip(x, _f64(lo), _f64(hi)), grid)
 
 
 def _release(name, stat, rel) -> None:
@@ -96,6 +106,12 @@ def _normal(rel, prior, name):
     mu = pm.Normal("mu", mu=_f64(mu0), sigma=pt.sqrt(v / _f64(k0)))
     x = pm.Normal("x", mu=mu, sigma=pt.sqrt(v), shape=rel.n)
     lo, hi = rel.bounds
+    if getattr(rel, "grid", None) is not None:  # exact release: records snapped to the grid
+        k = _snapped(x, lo, hi, rel.grid)
+        w = np.int64(max(abs(v) for v in snap_bounds(rel.bounds, rel.grid)) or 1)
+        stat = pt.stack([w * k, k * k], axis=1).sum(axis=0)
+        Release(name, stat, rel.mechanism, observed=_observed(rel))
+        return
     xc = pt.clip(x, _f64(lo), _f64(hi))
     Release(
         name, pt.stack([xc, xc * xc], axis=1).sum(axis=0), rel.mechanism, observed=_observed(rel)
@@ -189,7 +205,10 @@ def _linear_regression(rel, prior, name, covariates=None):
     pm.Deterministic("beta", beta)  # reads the linear predictor through plain ops
     y = pm.Normal("y", mu=pt.dot(X, beta), sigma=pt.sqrt(v), shape=n)
     (xl, xh), (yl, yh) = rel.bounds
-    xc, yc = pt.clip(X, _f64(xl), _f64(xh)), pt.clip(y, _f64(yl), _f64(yh))
+    if getattr(rel, "grid", None) is not None:  # exact release: records snapped to the grids
+        xc, yc = _snapped(X, xl, xh, rel.grid[0]), _snapped(y, yl, yh, rel.grid[1])
+    else:
+        xc, yc = pt.clip(X, _f64(xl), _f64(xh)), pt.clip(y, _f64(yl), _f64(yh))
     iu = np.triu_indices(d)
     stat = pt.concatenate([pt.dot(xc.T, xc)[iu], pt.dot(xc.T, yc), pt.dot(yc, yc)[None]])
     _release(name, stat, rel)

@@ -24,6 +24,7 @@ exact, not bounds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -33,7 +34,7 @@ import numpy as np
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
-from pymc_dp.releases.sufficient import _calibrate, _readonly
+from pymc_dp.releases.sufficient import _calibrate, _readonly, release_values
 
 __all__ = [
     "BayesNetCountsRelease",
@@ -64,6 +65,10 @@ def _check_acyclic(parents: dict[str, tuple[str, ...]]) -> None:
         raise ValueError(f"parents must describe an acyclic graph; a cycle runs through {cyc}")
 
 
+#: largest total number of count-table cells a network may have (int64 tables of 0.8 GB)
+MAX_CELLS = 10**8
+
+
 class DiscreteBayesNet:
     """A discrete Bayesian network: nodes with finite numbers of states and parent lists.
 
@@ -86,7 +91,8 @@ class DiscreteBayesNet:
     ------
     ValueError
         Naming ``states`` or ``parents``, when a node has fewer than two states, a parent is
-        unknown or repeated, or the graph has a cycle.
+        unknown or repeated, the graph has a cycle, or the count tables would hold more than
+        ``MAX_CELLS = 10**8`` cells in all.
 
     Examples
     --------
@@ -109,6 +115,13 @@ class DiscreteBayesNet:
         )
         self.parents = self._validated_parents({} if parents is None else parents)
         _check_acyclic(self.parents)
+        cells = sum(math.prod(self.table_shape(v)) for v in self.nodes)  # exact (Python ints)
+        if cells > MAX_CELLS:
+            raise ValueError(
+                f"states and parents give count tables of {cells:.3g} cells in all, more than "
+                f"{MAX_CELLS:.0e} (the tables would not fit in memory): use fewer parents per "
+                "node or fewer states"
+            )
 
     def _validated_parents(self, parents) -> dict[str, tuple[str, ...]]:
         if not isinstance(parents, Mapping):
@@ -286,7 +299,8 @@ class BayesNetCountsRelease:
         >>> import numpy as np, pymc_dp as pmdp
         >>> net = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
         >>> rel = release_bayes_net_counts([[0, 1], [0, 1], [1, 0]], net,
-        ...     mechanism=pmdp.Laplace(scale=1e-9, sensitivity=4.0), rng=np.random.default_rng(0))
+        ...     mechanism=pmdp.Laplace(scale=1e-9, sensitivity=4.0), rng=np.random.default_rng(0),
+        ...     allow_float=True)
         >>> np.round(rel.plugin_posterior(0.5)["b"], 6).tolist()
         [[0.5, 2.5], [1.5, 0.5]]
         """
@@ -351,7 +365,7 @@ class BayesNetCountsRelease:
         >>> net = DiscreteBayesNet({"a": 2, "b": 2}, {"b": ["a"]})
         >>> rel = release_bayes_net_counts([[0, 1], [0, 1], [1, 0]], net,
         ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
-        ...     rng=np.random.default_rng(0))
+        ...     rng=np.random.default_rng(0), allow_float=True)
         >>> m = rel.model()
         >>> sorted(v.name for v in m.free_RVs)
         ['theta_a', 'theta_b', 'x_a', 'x_b']
@@ -364,7 +378,7 @@ class BayesNetCountsRelease:
 
 
 def release_bayes_net_counts(
-    data, network, *, mechanism, rng=None, project: bool = False
+    data, network, *, mechanism, rng=None, project: bool = False, allow_float: bool = False
 ) -> BayesNetCountsRelease:
     """Release the count tables of a discrete Bayesian network once (Zhang et al. 2016, Alg. 1).
 
@@ -386,6 +400,11 @@ def release_bayes_net_counts(
         unchanged. The release remembers it (:attr:`~BayesNetCountsRelease.projection`), and
         ``model()`` conditions on the clipped tables exactly (censored likelihood).
 
+    allow_float : bool, default False
+        Opt in to a floating-point mechanism (Laplace, as Zhang et al.; Gaussian): its
+        low-order bits leak the data (Mironov 2012), so without the opt-in it raises
+        ``ValueError``. The exact default: ``functools.partial(pmdp.Geometric, epsilon=...)``.
+
     Returns
     -------
     BayesNetCountsRelease
@@ -401,9 +420,9 @@ def release_bayes_net_counts(
     >>> net = DiscreteBayesNet({"y": 2, "x": 2}, {"x": ["y"]})
     >>> rel = release_bayes_net_counts(
     ...     np.array([[0, 1], [1, 1], [1, 0]]), net,
-    ...     mechanism=functools.partial(pmdp.Laplace, epsilon=0.5), rng=np.random.default_rng(1))
-    >>> rel.mechanism.scale, rel.guarantee().epsilon, rel.tables["x"].shape
-    (8.0, 0.5, (2, 2))
+    ...     mechanism=functools.partial(pmdp.Geometric, epsilon=0.5), rng=np.random.default_rng(1))
+    >>> rel.mechanism.sensitivity, rel.guarantee().epsilon, rel.tables["x"].dtype
+    (4, 0.5, dtype('int64'))
     """
     if not isinstance(project, bool):
         raise ValueError(f"project must be True or False, got {project!r}")
@@ -411,7 +430,7 @@ def release_bayes_net_counts(
     sens = network.sensitivity()
     mech = _calibrate(mechanism, sens, integer_stat=True)
     flat = np.concatenate([t.ravel() for t in true.values()])
-    noisy = mech.release(flat, rng=rng)
+    noisy = release_values(mech, flat, rng, allow_float, "release_bayes_net_counts")
     n = int(next(iter(true.values())).sum())
     if project:  # clip in the released dtype (integers stay integers)
         noisy = np.clip(noisy, 0, n)

@@ -44,9 +44,9 @@ import numpy as np
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.kernels.hmm_plugin import PluginPrior, plugin_gibbs_chain
 from pymc_dp.mechanisms.base import Mechanism
-from pymc_dp.mechanisms.laplace import Laplace
+from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
-from pymc_dp.releases.sufficient import _calibrate, _readonly
+from pymc_dp.releases.sufficient import _calibrate, _readonly, release_values
 
 __all__ = [
     "HMMCountsRelease",
@@ -311,7 +311,8 @@ class HMMCountsRelease:
     Examples
     --------
     Two regions, two steps, one binary feature: ``N[r, t]`` stays public and exact, the
-    counts of ones are released with Laplace noise calibrated to the sensitivity ``(1, 1)``.
+    counts of ones are released with exact two-sided geometric noise calibrated to the
+    sensitivity ``(1, 1)``.
 
     >>> import numpy as np
     >>> from pymc_dp.releases import HMMCountsRelease, release_hmm_counts
@@ -545,13 +546,24 @@ def _modal_path(a, b, n_chains, n_steps) -> np.ndarray:
 
 def _mechanism(mechanism, epsilon):
     if (mechanism is None) == (epsilon is None):
-        raise ValueError("give exactly one of mechanism= and epsilon= (Laplace noise)")
+        raise ValueError(
+            "give exactly one of mechanism= and epsilon= (exact two-sided geometric noise)"
+        )
     if epsilon is not None:
-        return functools.partial(Laplace, epsilon=epsilon)
+        return functools.partial(Geometric, epsilon=epsilon)
     return mechanism
 
 
-def release_hmm_counts(entries, *, shape, n_values=2, mechanism=None, epsilon=None, rng=None):
+def release_hmm_counts(
+    entries,
+    *,
+    shape,
+    n_values=2,
+    mechanism=None,
+    epsilon=None,
+    rng=None,
+    allow_float: bool = False,
+):
     """Release the per-step feature counts of an HMM's entries once (Foulds et al. 2016, Sec. 5).
 
     Parameters
@@ -569,11 +581,16 @@ def release_hmm_counts(entries, *, shape, n_values=2, mechanism=None, epsilon=No
         ``sensitivity -> Mechanism`` such as ``functools.partial(pmdp.Geometric,
         epsilon=1.0)``, calibrated here with the exact sensitivity.
     epsilon : float, optional
-        Instead of ``mechanism``: Laplace noise calibrated to the exact L1 sensitivity, the
-        whole table ``epsilon``-DP (Foulds et al. split it as ``epsilon / F`` per feature,
-        which is the same noise scale).
+        Instead of ``mechanism``: exact two-sided geometric (discrete Laplace) noise,
+        :class:`pymc_dp.Geometric`, calibrated to the exact L1 sensitivity, the whole table
+        ``epsilon``-DP (Foulds et al. use continuous Laplace noise of the same scale and split
+        ``epsilon`` as ``epsilon / F`` per feature, which is the same noise scale).
     rng : numpy.random.Generator, optional
         For simulations; ``None`` draws the noise from the operating system's secure source.
+    allow_float : bool, default False
+        Opt in to a floating-point mechanism (``mechanism=functools.partial(pmdp.Laplace,
+        epsilon=...)``, as Foulds et al.): its low-order bits leak the data (Mironov 2012), so
+        without the opt-in it raises ``ValueError``. For simulations.
 
     Returns
     -------
@@ -595,13 +612,14 @@ def release_hmm_counts(entries, *, shape, n_values=2, mechanism=None, epsilon=No
     >>> entries = {"region": rng.integers(0, 3, 500), "month": rng.integers(0, 12, 500),
     ...            "features": rng.integers(0, 2, (500, 5))}
     >>> rel = release_hmm_counts(entries, shape=(3, 12), epsilon=1.0, rng=rng)
-    >>> rel.counts.shape, rel.sensitivity[0], rel.mechanism.scale, rel.guarantee().epsilon
-    ((3, 12, 5), 5.0, 5.0, 1.0)
+    >>> rel.counts.shape, rel.sensitivity[0], rel.mechanism, rel.counts.dtype
+    ((3, 12, 5), 5.0, Geometric(epsilon=1, sensitivity=5), dtype('int64'))
     """
     true, n, vals = _table(entries, shape, n_values)
     sens = hmm_count_sensitivity(vals)
     mech = _calibrate(_mechanism(mechanism, epsilon), sens, integer_stat=True)
-    noisy = mech.release(true.ravel(), rng=rng).reshape(true.shape)
+    noisy = release_values(mech, true.ravel(), rng, allow_float, "release_hmm_counts")
+    noisy = noisy.reshape(true.shape)
     return HMMCountsRelease(
         counts=_readonly(noisy),
         entries_per_step=_readonly(n),

@@ -23,7 +23,7 @@ sensitivities are in :mod:`pymc_dp.releases._families`.
 The mechanism is given either as a :class:`pymc_dp.Mechanism` whose declared ``sensitivity``
 is at least the statistic's (in the mechanism's norm: L1 for Laplace and Geometric, L2 for the
 Gaussians), or as a callable ``sensitivity -> Mechanism`` such as
-``functools.partial(pmdp.Laplace, epsilon=0.1)`` that this module calibrates with the exact
+``functools.partial(pmdp.Geometric, epsilon=0.1)`` that this module calibrates with the exact
 sensitivity (rounded up to an integer for the integer mechanisms). A declared sensitivity below
 the statistic's is a ``ValueError``: the stated guarantee would be false.
 """
@@ -40,8 +40,10 @@ import numpy as np
 
 from pymc_dp._cache import lazy_module
 from pymc_dp.accounting import PrivacyGuarantee
+from pymc_dp.mechanisms._float_release import check_allow_float
 from pymc_dp.mechanisms.base import Mechanism
-from pymc_dp.releases._families import LinearRegression, family_of
+from pymc_dp.mechanisms.discretized import as_grid
+from pymc_dp.releases._families import LinearRegression, NormalGrid, RegressionGrid, family_of
 
 __all__ = [
     "NormalInverseGamma",
@@ -112,12 +114,14 @@ def _calibrate(mechanism, sens: tuple[float, float], integer_stat: bool) -> Mech
     else:
         raise TypeError(
             "mechanism must be a pymc_dp Mechanism or a callable sensitivity -> Mechanism "
-            f"(e.g. functools.partial(pmdp.Laplace, epsilon=0.5)), got {mechanism!r}"
+            f"(e.g. functools.partial(pmdp.Geometric, epsilon=0.5)), got {mechanism!r}"
         )
     if mech.integer and not integer_stat:
         raise ValueError(
             f"{type(mech).__name__} releases integers but this family's statistics are real: "
-            "use pmdp.Laplace or pmdp.Gaussian"
+            "pass grid=2**-k (a power of two) to snap the records to that grid and release "
+            "their integer statistic exactly (or use pmdp.Laplace / pmdp.Gaussian with "
+            "allow_float=True, for simulations)"
         )
     need = sens[0] if _norm_of(mech) == "l1" else sens[1]
     if Fraction(mech.sensitivity) < Fraction(need):
@@ -128,6 +132,30 @@ def _calibrate(mechanism, sens: tuple[float, float], integer_stat: bool) -> Mech
             "a callable sensitivity -> Mechanism"
         )
     return mech
+
+
+_EXACT_HINT = (
+    "an integer mechanism such as functools.partial(pmdp.Geometric, epsilon=...) or "
+    "functools.partial(pmdp.DiscreteGaussian, rho=...) (with grid=2**-k for the normal and "
+    "linear_regression families: the records are snapped to the grid)"
+)
+
+
+def release_values(mech: Mechanism, values, rng, allow_float, owner: str) -> np.ndarray:
+    """``mech.release(values)``: integer mechanisms as they are, floating-point ones only with
+    ``allow_float=True`` (Mironov 2012; the message names ``allow_float`` and the exact
+    alternative)."""
+    if mech.integer:
+        if not isinstance(allow_float, bool | np.bool_):
+            raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+        return mech.release(values, rng=rng)
+    check_allow_float(allow_float, f"{owner} with {type(mech).__name__}", _EXACT_HINT)
+    try:
+        return mech.release(values, rng=rng, allow_float=True)
+    except TypeError as err:  # a user-defined float mechanism without the keyword
+        if "allow_float" not in str(err):
+            raise
+        return mech.release(values, rng=rng)
 
 
 def _build(factory: Callable, sens: tuple[float, float]) -> Mechanism:
@@ -171,7 +199,7 @@ class NormalInverseGamma(NamedTuple):
     >>> from pymc_dp.releases import NormalInverseGamma, release_sufficient_statistics
     >>> rel = release_sufficient_statistics(np.array([0.2, 0.4, 0.6]), "normal",
     ...     bounds=(-1.0, 1.0), mechanism=pmdp.Laplace(scale=1e-9, sensitivity=3.0),
-    ...     rng=np.random.default_rng(0))
+    ...     rng=np.random.default_rng(0), allow_float=True)
     >>> post = rel.plugin_posterior((0.0, 1.0, 2.0, 2.0))
     >>> isinstance(post, NormalInverseGamma), [round(float(v), 6) for v in post]
     (True, [0.3, 4.0, 3.5, 2.1])
@@ -237,6 +265,14 @@ class SufficientStatisticsRelease:
         ``(lower, upper)`` when the data holder published the noisy statistics projected
         (clipped) to the valid region (``project=True``), else ``None``. :meth:`model`
         then conditions on the clipped value exactly (a censored :class:`pymc_dp.Release`).
+    grid : float or tuple or None
+        For an exact release of a real family (``grid=`` given): the grid the records were
+        snapped to (``g`` for normal, ``(gx, gy)`` for regression), else ``None``.
+    grid_value : numpy.ndarray or None
+        With ``grid``: the released integers (the snapped statistic plus integer noise, in
+        grid units); :attr:`value` is ``grid_value`` times each statistic's unit, and
+        :attr:`sensitivity` is that of the integer statistic. :meth:`model` conditions on
+        ``grid_value`` exactly.
 
     Examples
     --------
@@ -261,6 +297,8 @@ class SufficientStatisticsRelease:
     names: tuple[str, ...]
     dimension: int = field(default=1)
     projection: tuple | None = field(default=None)
+    grid: object = field(default=None)
+    grid_value: np.ndarray | None = field(default=None)
 
     def guarantee(self) -> PrivacyGuarantee:
         """The privacy guarantee of the release (per individual with one record):
@@ -317,7 +355,7 @@ class SufficientStatisticsRelease:
         >>> from pymc_dp.releases import release_sufficient_statistics
         >>> rel = release_sufficient_statistics(
         ...     np.array([1, 0, 1, 1]), "bernoulli", mechanism=pmdp.Laplace(scale=1e-9,
-        ...     sensitivity=2.0), rng=np.random.default_rng(0))
+        ...     sensitivity=2.0), rng=np.random.default_rng(0), allow_float=True)
         >>> [round(float(a), 6) for a in rel.plugin_posterior((1, 1)).args]
         [4.0, 2.0]
         """
@@ -406,7 +444,7 @@ class SufficientStatisticsRelease:
         >>> reg = release_sufficient_statistics((X, np.array([0.2, 0.4, 1.1, 0.3])),
         ...     "linear_regression", bounds=((0.0, 1.0), (-2.0, 2.0)),
         ...     mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=15.0),
-        ...     rng=np.random.default_rng(2))
+        ...     rng=np.random.default_rng(2), allow_float=True)
         >>> def with_intercept(n, d):
         ...     x = pm.Uniform("x", 0.0, 1.0, shape=(n, d - 1))
         ...     return pt.concatenate([pt.ones((n, 1)), x], axis=1)
@@ -433,7 +471,7 @@ class SufficientStatisticsRelease:
         >>> from pymc_dp.releases import release_sufficient_statistics
         >>> rel = release_sufficient_statistics(np.array([1, 1, 0]), "bernoulli",
         ...     mechanism=pmdp.Laplace(scale=1e-6, sensitivity=2.0),
-        ...     rng=np.random.default_rng(0))
+        ...     rng=np.random.default_rng(0), allow_float=True)
         >>> np.round(rel.noise_aware_count_posterior(), 6)
         array([0., 0., 1., 0.])
         """
@@ -473,7 +511,7 @@ class SufficientStatisticsRelease:
         >>> from pymc_dp.releases import release_sufficient_statistics
         >>> rel = release_sufficient_statistics(np.ones(50, dtype=int), "bernoulli",
         ...     mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=2.0),
-        ...     rng=np.random.default_rng(2))
+        ...     rng=np.random.default_rng(2), allow_float=True)
         >>> d = rel.sample_noise_aware_posterior(size=1000, rng=np.random.default_rng(3))
         >>> bool(d.mean() > 0.85)
         True
@@ -545,7 +583,15 @@ def _regression_update(t: np.ndarray, n: int, d: int, prior: tuple) -> NormalInv
 
 
 def release_sufficient_statistics(
-    data, family, *, mechanism, bounds=None, rng=None, project: bool = False
+    data,
+    family,
+    *,
+    mechanism,
+    bounds=None,
+    rng=None,
+    project: bool = False,
+    grid=None,
+    allow_float: bool = False,
 ):
     """Clamp, compute the sufficient statistics, calibrate and release them once.
 
@@ -560,9 +606,10 @@ def release_sufficient_statistics(
         ``pm.Normal``).
     mechanism : Mechanism or callable
         A mechanism whose declared sensitivity is at least the statistic's, or a callable
-        ``sensitivity -> Mechanism`` (e.g. ``functools.partial(pmdp.Laplace, epsilon=0.1)``)
+        ``sensitivity -> Mechanism`` (e.g. ``functools.partial(pmdp.Geometric, epsilon=0.1)``)
         calibrated here with the exact sensitivity. Integer mechanisms (Geometric,
-        DiscreteGaussian) only for the count families.
+        DiscreteGaussian) are exact: the count families as they are, the real families with
+        ``grid``. Floating-point ones (Laplace, Gaussian) need ``allow_float=True``.
     bounds : optional
         ``K`` (categorical), ``U`` (poisson: records clamped to ``[0, U]``), ``(a, b)``
         (normal: records clamped), ``((xl, xh), (yl, yh))`` (regression: every entry of ``X``
@@ -577,6 +624,19 @@ def release_sufficient_statistics(
         linear_regression (their region couples the statistics). Post-processing: the
         privacy guarantee is unchanged. The release remembers it (:attr:`projection`), and
         ``model()`` conditions on the clipped value exactly (censored likelihood).
+    grid : float or pair of float, optional
+        Normal and linear_regression with an integer mechanism (the exact release): the
+        records, clamped to ``bounds``, are snapped to multiples of ``grid`` (a power of two,
+        e.g. ``2**-8``; a pair ``(gx, gy)`` for the regression's ``X`` and ``y``), the
+        statistic of the snapped records is computed in integers (normal: ``(w Σk, Σk²)`` with
+        ``k = r(x / g)`` and the weight ``w = max|k|``; regression: ``kx'kx``, ``kx'ky``,
+        ``ky'ky``) and released with the integer mechanism at the integer statistic's exact
+        sensitivity (:attr:`SufficientStatisticsRelease.grid_value`); :attr:`value` is in the
+        data's units. The guarantee covers the snapping (it is part of the statistic).
+    allow_float : bool, default False
+        Opt in to a floating-point mechanism (Laplace, Gaussian) for the release: its low-order
+        bits leak the data (Mironov 2012), so without the opt-in a float mechanism raises
+        ``ValueError``. For simulations.
 
     Returns
     -------
@@ -586,7 +646,8 @@ def release_sufficient_statistics(
     ------
     ValueError
         For invalid data or bounds, an unknown family, an integer mechanism on real
-        statistics, a mechanism whose declared sensitivity is below the statistic's, or
+        statistics without ``grid``, a floating-point mechanism without ``allow_float=True``,
+        a mechanism whose declared sensitivity is below the statistic's, or
         ``project=True`` for a family whose valid region is not a box.
 
     Examples
@@ -595,10 +656,17 @@ def release_sufficient_statistics(
     >>> from pymc_dp.releases import release_sufficient_statistics
     >>> x = np.random.default_rng(0).binomial(1, 0.3, size=1000)
     >>> rel = release_sufficient_statistics(
-    ...     x, "bernoulli", mechanism=functools.partial(pmdp.Laplace, epsilon=0.1),
+    ...     x, "bernoulli", mechanism=functools.partial(pmdp.Geometric, epsilon=0.1),
     ...     rng=np.random.default_rng(1))
-    >>> rel.mechanism.scale, rel.guarantee().epsilon, rel.names
-    (20.0, 0.1, ('successes', 'failures'))
+    >>> rel.mechanism.sensitivity, rel.guarantee().epsilon, rel.names
+    (2, 0.1, ('successes', 'failures'))
+    >>> y = np.random.default_rng(2).normal(0.3, 0.2, size=500)
+    >>> exact = release_sufficient_statistics(
+    ...     y, "normal", bounds=(-1.0, 1.0), grid=2**-6,
+    ...     mechanism=functools.partial(pmdp.Geometric, epsilon=1.0),
+    ...     rng=np.random.default_rng(3))
+    >>> exact.grid, exact.grid_value.dtype, exact.guarantee().epsilon
+    (0.015625, dtype('int64'), 1.0)
     >>> small = release_sufficient_statistics(
     ...     np.ones(3, dtype=int), "bernoulli", mechanism=pmdp.Geometric(epsilon=0.2,
     ...     sensitivity=2), rng=np.random.default_rng(4), project=True)
@@ -617,14 +685,34 @@ def release_sufficient_statistics(
             "statistics, e.g. the sum of squares is bounded below by sum^2/n); release "
             "without projecting and use plugin_posterior(), which projects"
         )
-    if isinstance(fam, LinearRegression):
-        d = int(records[0].shape[1])
-        sens, names = fam.sensitivity(b, d), fam.names(b, d)
+    regression = isinstance(fam, LinearRegression)
+    d = int(records[0].shape[1]) if regression else 1
+    names = fam.names(b, d) if regression else fam.names(b)
+    grid_value = None
+    if grid is not None:
+        if fam.integer:
+            raise ValueError(
+                f"grid= is for the real families (normal, linear_regression); the {fam.name} "
+                "statistics are integers already: leave grid out"
+            )
+        grid, gridder = _gridder(fam, b, grid)
+        l1, l2 = gridder.sensitivity(d) if regression else gridder.sensitivity()
+        sens = (float(l1), float(l2))
+        mech = _calibrate(mechanism, sens, integer_stat=True)
+        if not mech.integer:
+            raise ValueError(
+                f"grid= releases the snapped records' integer statistic with an integer "
+                f"mechanism, not {type(mech).__name__}: use {_EXACT_HINT}"
+            )
+        stat = gridder.statistic(records)
+        grid_value = mech.release(stat, rng=rng)
+        units = gridder.units(d) if regression else gridder.units()
+        value = grid_value.astype(np.float64) * units
     else:
-        d = 1
-        sens, names = fam.sensitivity(b), fam.names(b)
-    mech = _calibrate(mechanism, sens, fam.integer)
-    value = mech.release(fam.statistic(records, b), rng=rng)
+        sens = fam.sensitivity(b, d) if regression else fam.sensitivity(b)
+        mech = _calibrate(mechanism, sens, fam.integer)
+        owner = "release_sufficient_statistics"
+        value = release_values(mech, fam.statistic(records, b), rng, allow_float, owner)
     if box is not None:
         value = np.clip(value, box[0], box[1]).astype(value.dtype)
     return SufficientStatisticsRelease(
@@ -637,4 +725,20 @@ def release_sufficient_statistics(
         names=names,
         dimension=d,
         projection=box,
+        grid=grid,
+        grid_value=None if grid_value is None else _readonly(grid_value),
     )
+
+
+def _gridder(fam, bounds, grid):
+    """The validated grid and the snapping helper of a real family."""
+    if isinstance(fam, LinearRegression):
+        if isinstance(grid, tuple | list):
+            if len(grid) != 2:
+                raise ValueError(f"grid must be g or a pair (gx, gy), got {grid!r}")
+            g = (as_grid(grid[0], "grid[0] (x)"), as_grid(grid[1], "grid[1] (y)"))
+        else:
+            g = (as_grid(grid),) * 2
+        return g, RegressionGrid(bounds, g)
+    g = as_grid(grid)
+    return g, NormalGrid(bounds, g)

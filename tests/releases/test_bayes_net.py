@@ -109,6 +109,7 @@ def test_laplace_release_is_tables_plus_noise_and_guarantee_is_exact():
         NET,
         mechanism=functools.partial(pmdp.Laplace, epsilon=0.5),
         rng=np.random.default_rng(7),
+        allow_float=True,
     )
     assert isinstance(rel, BayesNetCountsRelease)
     assert rel.mechanism.scale == 12.0  # 2|I| / epsilon
@@ -138,10 +139,14 @@ def test_geometric_release_is_integer_with_exact_guarantee():
 
 def test_mechanism_below_the_sensitivity_is_refused():
     with pytest.raises(ValueError, match="below"):
-        release_bayes_net_counts(DATA, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=5.0))
+        release_bayes_net_counts(
+            DATA, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=5.0), allow_float=True
+        )
     with pytest.raises(ValueError, match="below"):
         release_bayes_net_counts(DATA, NET, mechanism=pmdp.Geometric(epsilon=1.0, sensitivity=2))
-    ok = release_bayes_net_counts(DATA, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=6.0))
+    ok = release_bayes_net_counts(
+        DATA, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=6.0), allow_float=True
+    )
     assert ok.guarantee().epsilon == 1.0
 
 
@@ -223,7 +228,9 @@ def test_network_validation_names_the_argument(states, parents, match):
 )
 def test_data_validation(data, match):
     with pytest.raises(ValueError, match=match):
-        release_bayes_net_counts(data, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=6.0))
+        release_bayes_net_counts(
+            data, NET, mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=6.0), allow_float=True
+        )
 
 
 def test_prior_validation():
@@ -241,9 +248,15 @@ def test_prior_validation():
 
 def test_gaussian_is_calibrated_to_the_l2_sensitivity():
     rel = release_bayes_net_counts(
-        DATA, NET, mechanism=functools.partial(pmdp.Gaussian, rho=0.5), rng=np.random.default_rng(2)
+        DATA,
+        NET,
+        mechanism=functools.partial(pmdp.Gaussian, rho=0.5),
+        rng=np.random.default_rng(2),
+        allow_float=True,
     )
     assert rel.mechanism.sensitivity == NET.sensitivity()[1]
     assert rel.guarantee().rho == pytest.approx(0.5, rel=1e-12)
     with pytest.raises(ValueError, match="L2 sensitivity"):
-        release_bayes_net_counts(DATA, NET, mechanism=pmdp.Gaussian(rho=0.5, sensitivity=2.0))
+        release_bayes_net_counts(
+            DATA, NET, mechanism=pmdp.Gaussian(rho=0.5, sensitivity=2.0), allow_float=True
+        )

@@ -109,11 +109,17 @@ def test_release_calibration_and_noise():
     )
     assert geo.mechanism.sensitivity == 5 and geo.counts.dtype == np.int64
     gau = release_hmm_counts(
-        entries, shape=(2, 5), mechanism=functools.partial(pmdp.Gaussian, rho=0.5), rng=rng
+        entries,
+        shape=(2, 5),
+        mechanism=functools.partial(pmdp.Gaussian, rho=0.5),
+        rng=rng,
+        allow_float=True,
     )
     assert gau.mechanism.sensitivity == hmm_count_sensitivity((2,) * 5)[1]
     with pytest.raises(ValueError, match="below"):
-        release_hmm_counts(entries, shape=(2, 5), mechanism=pmdp.Laplace(epsilon=1.0), rng=rng)
+        release_hmm_counts(
+            entries, shape=(2, 5), mechanism=pmdp.Laplace(epsilon=1.0), rng=rng, allow_float=True
+        )
 
 
 def test_plugin_statistics_by_hand():
@@ -124,6 +130,7 @@ def test_plugin_statistics_by_hand():
         n_values=[2, 3],
         mechanism=pmdp.Laplace(scale=1e-9, sensitivity=3.0),
         rng=np.random.default_rng(0),
+        allow_float=True,
     )
     s, off = rel.plugin_statistics()
     assert off.tolist() == [0, 2, 5]

@@ -33,6 +33,7 @@ def _bernoulli_release(z):
     rel = release_sufficient_statistics(
         np.array([1, 1, 1, 1, 0, 0]), "bernoulli",
         mechanism=pmdp.Laplace(scale=2.0, sensitivity=2.0), rng=np.random.default_rng(0),
+        allow_float=True,
     )  # fmt: skip
     return type(rel)(**{**rel.__dict__, "value": np.asarray(z, dtype=np.float64)})
 
@@ -111,6 +112,7 @@ def test_poisson_model_conditions_on_the_clamped_statistic():
     rel = release_sufficient_statistics(
         np.array([9, 1, 4]), "poisson", bounds=u,
         mechanism=pmdp.Laplace(scale=0.7, sensitivity=2.0), rng=np.random.default_rng(1),
+        allow_float=True,
     )  # fmt: skip
     exact = _poisson_exact(rel.value[0], 3, u, rel.mechanism, (a, b))
     unclamped = _poisson_exact(rel.value[0], 3, u, rel.mechanism, (a, b), clamp=False)
@@ -130,6 +132,7 @@ def test_categorical_model_matches_enumeration():
     rel = release_sufficient_statistics(
         np.array([0, 2, 2, 1]), "categorical", bounds=k,
         mechanism=pmdp.Laplace(scale=1.0, sensitivity=2.0), rng=np.random.default_rng(2),
+        allow_float=True,
     )  # fmt: skip
     rel = type(rel)(**{**rel.__dict__, "value": np.array([-1.0, 3.0, 3.0])})  # a set release
     # exact E[p_0 | z]: sum over all k^n record vectors of the Dirichlet-multinomial weight
@@ -187,6 +190,7 @@ def test_normal_model_matches_quadrature():
     rel = release_sufficient_statistics(
         np.array([1.5]), "normal", bounds=(-1.0, 2.0),
         mechanism=pmdp.Laplace(scale=0.5, sensitivity=7.0), rng=np.random.default_rng(4),
+        allow_float=True,
     )  # fmt: skip
     rel = type(rel)(**{**rel.__dict__, "value": np.array([2.6, 4.3])})  # a set release
     exact = _normal_exact(rel, prior)

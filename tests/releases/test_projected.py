@@ -72,20 +72,20 @@ def test_projection_refused_where_region_is_not_a_box():
     with pytest.raises(ValueError, match="normal family"):
         release_sufficient_statistics(
             np.zeros(4), "normal", mechanism=functools.partial(Laplace, epsilon=1.0),
-            bounds=(-1.0, 1.0), project=True,
+            bounds=(-1.0, 1.0), project=True, allow_float=True
         )  # fmt: skip
     X, y = np.zeros((4, 2)), np.zeros(4)
     with pytest.raises(ValueError, match="linear_regression family"):
         release_sufficient_statistics(
             (X, y), "linear_regression", mechanism=functools.partial(Laplace, epsilon=1.0),
-            bounds=((-1.0, 1.0), (-1.0, 1.0)), project=True,
+            bounds=((-1.0, 1.0), (-1.0, 1.0)), project=True, allow_float=True
         )  # fmt: skip
 
 
 def test_plugin_posterior_uses_projected_value():
     rel = release_sufficient_statistics(
         np.ones(5, dtype=int), "bernoulli", mechanism=Laplace(scale=3.0, sensitivity=2.0),
-        rng=np.random.default_rng(0), project=True,
+        rng=np.random.default_rng(0), project=True, allow_float=True
     )  # fmt: skip
     rel = dataclasses.replace(rel, value=np.array([5.0, 0.0]))
     post = rel.plugin_posterior((1, 1))
@@ -98,7 +98,7 @@ def test_model_conditions_on_clipped_value_exactly():
     n, sigma = 6, 2.0
     rel = release_sufficient_statistics(
         np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma=sigma, sensitivity=2.0),
-        rng=np.random.default_rng(0), project=True,
+        rng=np.random.default_rng(0), project=True, allow_float=True
     )  # fmt: skip
     rel = dataclasses.replace(rel, value=np.array([float(n), 0.0]))
     model = rel.model()
@@ -135,7 +135,7 @@ def test_noise_aware_posterior_of_projected_release_exact():
     n, sigma = 8, 2.0
     rel = release_sufficient_statistics(
         np.ones(n, dtype=int), "bernoulli", mechanism=Gaussian(sigma=sigma, sensitivity=2.0),
-        rng=np.random.default_rng(0), project=True,
+        rng=np.random.default_rng(0), project=True, allow_float=True
     )  # fmt: skip
     z = np.array([float(n), 0.0])
     rel = dataclasses.replace(rel, value=z)

@@ -305,7 +305,7 @@ def test_bad_covariates_are_refused_naming_them(covariates, exc, match):
 def test_covariates_only_for_regression():
     rel = release_sufficient_statistics(
         np.array([1, 0]), "bernoulli", mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=2.0),
-        rng=np.random.default_rng(0),
+        rng=np.random.default_rng(0), allow_float=True
     )  # fmt: skip
     with pytest.raises(ValueError, match="covariates= is for linear_regression"):
         rel.model(covariates=_vector)

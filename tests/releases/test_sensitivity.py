@@ -130,7 +130,11 @@ def test_calibration_with_a_factory_uses_the_exact_sensitivity():
     x = np.array([0, 1, 1, 0, 1])
     rng = np.random.default_rng(0)
     rel = release_sufficient_statistics(
-        x, "bernoulli", mechanism=functools.partial(pmdp.Laplace, epsilon=0.5), rng=rng
+        x,
+        "bernoulli",
+        mechanism=functools.partial(pmdp.Laplace, epsilon=0.5),
+        rng=rng,
+        allow_float=True,
     )
     assert rel.mechanism == pmdp.Laplace(epsilon=0.5, sensitivity=2.0)
     assert rel.mechanism.scale == 4.0 and rel.guarantee() == pmdp.Laplace(
@@ -141,7 +145,11 @@ def test_calibration_with_a_factory_uses_the_exact_sensitivity():
     )
     assert rel.mechanism.sensitivity == 2 and rel.guarantee().epsilon == 0.5
     rel = release_sufficient_statistics(
-        x, "bernoulli", mechanism=functools.partial(pmdp.Gaussian, rho=0.5), rng=rng
+        x,
+        "bernoulli",
+        mechanism=functools.partial(pmdp.Gaussian, rho=0.5),
+        rng=rng,
+        allow_float=True,
     )
     assert rel.mechanism.sensitivity == pytest.approx(math.sqrt(2.0), rel=1e-15)
     assert rel.guarantee().rho <= 0.5
@@ -152,7 +160,7 @@ def test_calibration_with_a_factory_uses_the_exact_sensitivity():
     assert rel.mechanism.sensitivity == 2 and rel.guarantee().rho <= 0.5
     rel = release_sufficient_statistics(
         np.array([0.5, 4.0]), "normal", bounds=(0.0, 2.0),
-        mechanism=functools.partial(pmdp.Laplace, epsilon=1.0), rng=rng,
+        mechanism=functools.partial(pmdp.Laplace, epsilon=1.0), rng=rng, allow_float=True
     )  # fmt: skip
     assert rel.mechanism.sensitivity == pytest.approx(6.0, rel=1e-15)
 
@@ -179,6 +187,6 @@ def test_inconsistent_sensitivity_is_refused(mech, family, bounds, match):
 def test_a_larger_declared_sensitivity_is_accepted_and_counted():
     rel = release_sufficient_statistics(
         np.array([0, 1]), "bernoulli", mechanism=pmdp.Laplace(epsilon=0.5, sensitivity=3.0),
-        rng=np.random.default_rng(2),
+        rng=np.random.default_rng(2), allow_float=True
     )  # fmt: skip
     assert rel.guarantee().epsilon == 0.5  # the declared claim (an upper bound), not 1/3

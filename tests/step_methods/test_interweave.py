@@ -171,7 +171,7 @@ def test_plan_follows_a_chain_of_records():
     X, y = rng.normal(size=(6, 2)), rng.normal(size=6)
     rel = release_sufficient_statistics(
         (X, y), "linear_regression", bounds=((-1.0, 1.0), (-1.0, 1.0)),
-        mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=100.0), rng=rng,
+        mechanism=pmdp.Laplace(epsilon=1.0, sensitivity=100.0), rng=rng, allow_float=True
     )  # fmt: skip
     plan = interweave_plan(rel.model((np.zeros(2), np.eye(2), 2.0, 1.0)))
     assert [r.name for r in plan.records] == ["X", "y"]
@@ -506,3 +506,57 @@ def test_incoming_point_is_not_modified():
     for k in point:
         np.testing.assert_array_equal(point[k], copy[k])
     assert set(new) == set(point)
+
+
+# ---------------------------------------------------------------------- thinning after tuning
+def _two_moment_model(sig, n=50):
+    """``n`` Normal records, mean and variance unknown, their clamped sum and sum of squares
+    released with Gaussian noise ``sig`` (the normal family's release)."""
+    with pm.Model() as m:
+        v = pm.InverseGamma("v", f64(4.0), f64(3.0))
+        mu = pm.Normal("mu", f64(0.0), pt.sqrt(v))
+        x = pm.Normal("x", mu, pt.sqrt(v), shape=n)
+        xc = pt.clip(x, f64(-2.0), f64(2.0))
+        stat = pt.stack([xc.sum(), (xc * xc).sum()])
+        pmdp.Release("z", stat, pmdp.Gaussian(sigma=sig), observed=f64([10.0, 60.0]))
+    return m
+
+
+@pytest.mark.parametrize(
+    ("sig", "others", "thinned"),
+    [(0.5, True, True), (50.0, True, False), (0.5, False, False)],
+    ids=["informative", "noisy", "move-alone"],
+)
+def test_one_step_after_tuning_only_where_the_scan_already_mixes(sig, others, thinned):
+    """With the default ``n_steps``, the move keeps its 10 steps where it moves the parameters
+    farther than the rest of the scan, and makes one step where the scan (ConjugateGibbs +
+    DataAugmentation) already moves them: the move's mean squared jump per coordinate in the
+    second half of tuning was 0.004-0.006 of the scan's with an informative release
+    (sigma 0.5) and 5.6-26 times it with a noisy one (sigma 50), over three seeds; the
+    threshold THIN_BELOW = 0.25 is 40 times from both, so either decision flipping by chance
+    is far below the suite's 1e-6. Control: when no other step moves the parameters (the move
+    alone), it never thins, whatever the release."""
+    from pymc_dp.step_methods.conjugate import ConjugateGibbs
+    from pymc_dp.step_methods.interweave import THIN_BELOW
+
+    m = _two_moment_model(sig)
+    with m:
+        iw = Interweave(model=m)
+        steps = [ConjugateGibbs([m["v"], m["mu"]]), iw] if others else [iw]
+        pm.sample(
+            tune=1000, draws=5, chains=1, cores=1, step=steps, progressbar=False,
+            compute_convergence_checks=False, random_seed=np.random.default_rng(),
+        )  # fmt: skip
+    ratio = iw.jumps[0]["move"] / iw.jumps[0]["scan"]
+    assert iw.n_steps_per_block == ([1] if thinned else [10]), ratio
+    if others:
+        assert np.all(ratio < THIN_BELOW / 10) if thinned else np.all(ratio > THIN_BELOW * 10)
+    # an explicit n_steps is kept as given
+    with m:
+        fixed = Interweave(model=m, n_steps=4)
+        steps = [ConjugateGibbs([m["v"], m["mu"]]), fixed] if others else [fixed]
+        pm.sample(
+            tune=200, draws=2, chains=1, cores=1, step=steps, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    assert fixed.n_steps_per_block == [4]
