@@ -50,7 +50,7 @@ def _release(net, data, mech, tables=None, project=False):
     """A release of ``data``; with ``tables``, a release object holding those tables (clipped
     to ``[0, n]`` when ``project``) in place of the drawn ones."""
     rel = release_bayes_net_counts(
-        data, net, mechanism=mech, rng=np.random.default_rng(0), project=project
+        data, net, mechanism=mech, rng=np.random.default_rng(0), project=project, allow_float=True
     )
     if tables is None:
         return rel
@@ -139,7 +139,9 @@ def test_privacy_report_is_the_release_guarantee(mech, project):
 def test_model_validation():
     rel = _release(AB, np.array([[0, 1], [1, 1]]), functools.partial(pmdp.Laplace, epsilon=1.0))
     with pytest.raises(ValueError, match="project"):
-        release_bayes_net_counts([[0, 1]], AB, mechanism=rel.mechanism, project="yes")
+        release_bayes_net_counts(
+            [[0, 1]], AB, mechanism=rel.mechanism, project="yes", allow_float=True
+        )
     with pytest.raises(ValueError, match="clashes"):
         rel.model(name="x_a")
     with pytest.raises(ValueError, match="name"):
@@ -309,9 +311,11 @@ def test_mapping_prior_rows():
 )
 def test_project_publishes_the_clipped_tables(rng, mech):
     data = np.column_stack([rng.integers(0, k, 5) for k in NET3.cardinalities])
-    raw = release_bayes_net_counts(data, NET3, mechanism=mech, rng=np.random.default_rng(7))
+    raw = release_bayes_net_counts(
+        data, NET3, mechanism=mech, rng=np.random.default_rng(7), allow_float=True
+    )
     pub = release_bayes_net_counts(
-        data, NET3, mechanism=mech, rng=np.random.default_rng(7), project=True
+        data, NET3, mechanism=mech, rng=np.random.default_rng(7), project=True, allow_float=True
     )
     assert raw.projection is None and pub.projection == (0, 5)
     assert pub.guarantee() == raw.guarantee()

@@ -55,7 +55,7 @@ def _exact_worst_loss(mech, n: int) -> float:
 def test_exact_loss_of_the_bernoulli_release_is_epsilon(factory):
     rel = release_sufficient_statistics(
         np.array([0, 1, 1]), "bernoulli", mechanism=functools.partial(factory, epsilon=EPS),
-        rng=np.random.default_rng(0),
+        rng=np.random.default_rng(0), allow_float=True
     )  # fmt: skip
     worst = _exact_worst_loss(rel.mechanism, 3)
     assert worst == pytest.approx(EPS, rel=1e-12) and worst <= rel.guarantee().epsilon * (1 + 1e-12)
@@ -70,7 +70,8 @@ def test_bernoulli_release_from_draws(rng):
 
     def draws(data):  # the library's release, called m times
         return np.array(
-            [release_sufficient_statistics(data, "bernoulli", mechanism=mech, rng=rng).value
+            [release_sufficient_statistics(data, "bernoulli", mechanism=mech, rng=rng,
+                                           allow_float=True).value
              for _ in range(m)]
         )  # fmt: skip
 

@@ -36,7 +36,7 @@ GOOD = (np.zeros(2), np.eye(2), 2.0, 1.0)  # a valid prior for d = 2
 def _release(X, y, bounds, mechanism):
     return release_sufficient_statistics(
         (X, y), "linear_regression", bounds=bounds, mechanism=mechanism,
-        rng=np.random.default_rng(0),
+        rng=np.random.default_rng(0), allow_float=True
     )  # fmt: skip
 
 

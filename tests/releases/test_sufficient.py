@@ -22,7 +22,12 @@ LAP = functools.partial(pmdp.Laplace, epsilon=1.0)
 
 def _rel(data, family, bounds=None, mech=LAP, seed=0):
     return release_sufficient_statistics(
-        data, family, mechanism=mech, bounds=bounds, rng=np.random.default_rng(seed)
+        data,
+        family,
+        mechanism=mech,
+        bounds=bounds,
+        rng=np.random.default_rng(seed),
+        allow_float=True,
     )
 
 
