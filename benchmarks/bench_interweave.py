@@ -85,6 +85,7 @@ def regression_release(eps: float, seed: int = 1):
         bounds=REG_BOUNDS,
         mechanism=functools.partial(pmdp.Laplace, epsilon=eps),
         rng=rng,
+        allow_float=True,  # a simulation: floating-point noise is fine here
     )
 
 
@@ -100,6 +101,7 @@ def normal_release(eps: float, seed: int = 1):
         bounds=NORMAL_BOUNDS,
         mechanism=functools.partial(pmdp.Gaussian, epsilon=eps, delta=DELTA),
         rng=rng,
+        allow_float=True,  # a simulation: floating-point noise is fine here
     )
 
 

@@ -58,6 +58,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from pymc_dp.kernels.noise_logpdf import call_logpdf, logpdf_kind
+
 __all__ = [
     "DAInfo",
     "DANoise",
@@ -307,10 +309,10 @@ def _sweep_scalar(stat, noise, recs, sel, logpdf):  # pragma: no cover - compile
         q = table[np.uintp(slot)] if slot >= 0 else np.nan
         if q != q:
             if not lp_ok:
-                lp_cur, lp_ok = logpdf(z - s, p0), True
+                lp_cur, lp_ok = call_logpdf(logpdf, z - s, p0), True
             log_ratio = e
             if d != 0.0:
-                log_ratio += logpdf(z - (s + d), p0) - lp_cur
+                log_ratio += call_logpdf(logpdf, z - (s + d), p0) - lp_cur
             q = _threshold(log_ratio)
             if slot >= 0:
                 table[slot] = q
@@ -342,7 +344,9 @@ def _vector_log_ratio(state, noise, recs, i, shared, logpdf):  # pragma: no cove
     for k in range(stat.shape[0]):
         d = t_prop[i, k] - t_cur[i, k]
         if d != 0.0:
-            lp_new[k] = logpdf(z[k] - (stat[k] + d), params[0] if shared else params[k])
+            lp_new[k] = call_logpdf(
+                logpdf, z[k] - (stat[k] + d), params[0] if shared else params[k]
+            )
             log_ratio += lp_new[k] - lp_cur[k]
     return log_ratio
 
@@ -357,7 +361,7 @@ def _sweep_vector(stat, noise, recs, sel, logpdf, shared):  # pragma: no cover -
     lp_cur = np.empty(m)
     lp_new = np.empty(m)
     for k in range(m):
-        lp_cur[k] = logpdf(z[k] - stat[k], params[0] if shared else params[k])
+        lp_cur[k] = call_logpdf(logpdf, z[k] - stat[k], params[0] if shared else params[k])
     n_rej, min_prob, sum_prob = 0, 1.0, 0.0
     for j in range(count):
         i = idx[j]
@@ -472,6 +476,25 @@ def da_sweep_cached(
 _SPECIALIZED_CACHED: dict = {}
 
 
+@numba.njit(cache=True)
+def _sweep_known_shared(
+    stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected
+):  # pragma: no cover - compiled
+    """:func:`da_sweep_cached` for a built-in noise family of kind ``kind``
+    (:mod:`pymc_dp.kernels.noise_logpdf`), one parameter row for every component."""
+    sel = (idx, count, u, rejected)
+    return _sweep(stat, (z, params), (t_prop, t_cur, extra), sel, kind, True)
+
+
+@numba.njit(cache=True)
+def _sweep_known_rows(
+    stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected
+):  # pragma: no cover - compiled
+    """:func:`_sweep_known_shared` with a parameter row per component."""
+    sel = (idx, count, u, rejected)
+    return _sweep(stat, (z, params), (t_prop, t_cur, extra), sel, kind, False)
+
+
 def specialized_da_sweep_cached(logpdf, shared):
     """:func:`da_sweep_cached` with ``logpdf`` and ``shared`` fixed at compile time.
 
@@ -499,6 +522,16 @@ def specialized_da_sweep_cached(logpdf, shared):
     except KeyError:
         pass
     flag = bool(shared)
+    kind = logpdf_kind(logpdf)
+    if kind is not None:
+        # a built-in family: the kernel compiled once for all processes (cached on disk)
+        known = _sweep_known_shared if flag else _sweep_known_rows
+
+        def sweep_known(stat, z, t_prop, t_cur, extra, idx, count, u, params, rejected):
+            return known(stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected)
+
+        _SPECIALIZED_CACHED[key] = sweep_known
+        return sweep_known
 
     @numba.njit
     def sweep(stat, z, t_prop, t_cur, extra, idx, count, u, params, rejected):  # pragma: no cover

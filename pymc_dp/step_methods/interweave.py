@@ -217,6 +217,50 @@ def interweave_plan(model=None, parameters=None) -> InterweavePlan | None:
     return InterweavePlan(records=moved, parameters=params, blocks=list(groups.values()))
 
 
+#: the move makes one step per call after tuning when its mean squared jump is below this
+#: fraction of the rest of the scan's in every unconstrained coordinate (see ``n_steps``)
+THIN_BELOW = 0.25
+
+
+class _Jumps:
+    """Mean squared jumps per unconstrained coordinate during the second half of tuning: of
+    the move (``theta`` after the call minus before) and of the rest of the scan (``theta``
+    before this call minus after the previous one)."""
+
+    def __init__(self, dim: int):
+        self.move = np.zeros(dim)
+        self.scan = np.zeros(dim)
+        self.count = 0
+        self.calls = 0
+        self.last = None
+
+    def record(self, before: np.ndarray, after: np.ndarray, tune_len: int) -> None:
+        self.calls += 1
+        if self.last is not None and 2 * self.calls > tune_len:
+            self.move += (after - before) ** 2
+            self.scan += (before - self.last) ** 2
+            self.count += 1
+        self.last = after
+
+    def thin(self) -> bool:
+        """Whether the move moved less than :data:`THIN_BELOW` of the scan everywhere
+        (at least 50 recorded calls; a coordinate the scan never moved keeps the move)."""
+        if self.count < 50 or not np.all(self.scan > 0.0):
+            return False
+        return bool(np.all(self.move < THIN_BELOW * self.scan))
+
+    def get_state(self) -> dict:
+        last = None if self.last is None else self.last.copy()
+        return {"move": self.move.copy(), "scan": self.scan.copy(), "count": self.count,
+                "calls": self.calls, "last": last}  # fmt: skip
+
+    def set_state(self, state: dict) -> None:
+        self.move = np.array(state["move"], dtype=np.float64)
+        self.scan = np.array(state["scan"], dtype=np.float64)
+        self.count, self.calls = int(state["count"]), int(state["calls"])
+        self.last = None if state["last"] is None else np.array(state["last"], np.float64)
+
+
 @dataclass_state
 class InterweaveState(StepMethodState):
     """Sampling state of :class:`Interweave`: the generator (``rng``), whether it tunes, and the
@@ -224,6 +268,7 @@ class InterweaveState(StepMethodState):
 
     tune: bool
     adaptation: list
+    jumps: list
 
 
 class Interweave(ForgetsInitialPoint, BlockedStep):
@@ -247,6 +292,12 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         Default ``max(10, 5 x block size)`` (block size in unconstrained coordinates). More
         steps mix better per iteration and cost more; on the benchmark models this default
         was close to the best bulk ESS per second (``benchmarks/results/interweave.md``).
+        With the default, the move also measures during the second half of tuning how far it
+        moves the parameters against how far the rest of the scan moves them (mean squared
+        jump per unconstrained coordinate); where the move's jump is below
+        :data:`THIN_BELOW` of the scan's in every coordinate (an informative release: the
+        centred steps already mix) it makes one step per call after tuning. Fixed after
+        tuning, so the chain is an ordinary fixed-kernel MCMC chain from then on.
     method : {"rwm", "hmc"}, default "rwm"
         ``"rwm"``: Gaussian random walk with adapted covariance and scale
         (:class:`~pymc_dp.kernels.interweave.AdaptiveRWM`). ``"hmc"``: ``leapfrog`` leapfrog
@@ -396,6 +447,10 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             )
             for idx in groups
         ]
+        self._n_steps_chosen = [n for *_, n in self._kernels]
+        self._auto_steps = n_steps is None
+        self._tune_len = 0
+        self._jumps = _Jumps(self._dim)
 
     # ------------------------------------------------------------------ compilation
     def _build(self, model, plan, ip, ck) -> None:
@@ -468,16 +523,38 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         """Per-chain generator; the proposal starts untrained; tune iff ``tune > 0``."""
         super().setup_chain(rng, tune, draws)
         self.tune = bool(tune)
+        self._tune_len = int(tune or 0)
         self.reset_tuning()
 
     def reset_tuning(self):
         """Forget the adaptation (PyMC calls it at the start of a chain)."""
+        self._kernels = [
+            (idx, kern, n)
+            for (idx, kern, _), n in zip(self._kernels, self._n_steps_chosen, strict=True)
+        ]
         for _, kern, _ in self._kernels:
             kern.reset()
+        self._jumps = _Jumps(self._dim)
 
     def stop_tuning(self):
-        """Freeze the proposal: from here on the kernel is a fixed MH kernel."""
+        """Freeze the proposal: from here on the kernel is a fixed MH kernel (with the default
+        ``n_steps``, one step per call where the move barely moved the parameters during
+        tuning: see ``n_steps``)."""
+        if self.tune and self._auto_steps and self._jumps.thin():
+            self._kernels = [(idx, kern, 1) for idx, kern, _ in self._kernels]
         self.tune = False
+
+    @property
+    def jumps(self) -> list:
+        """The tuning-time jump sums (part of :class:`InterweaveState`)."""
+        return [self._jumps.get_state(), [n for *_, n in self._kernels]]
+
+    @jumps.setter
+    def jumps(self, state: list) -> None:
+        self._jumps.set_state(state[0])
+        self._kernels = [
+            (idx, kern, int(n)) for (idx, kern, _), n in zip(self._kernels, state[1], strict=True)
+        ]
 
     @property
     def n_steps_per_block(self) -> list:
@@ -507,6 +584,7 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         others = [np.asarray(point[n]) for n in self._other_names]
         target = self._target
         theta = self._theta(point)
+        theta_in = theta
         rng = self.rng
         moved, acc_sum, n_tot = False, 0.0, 0
         if self.method == "hmc":
@@ -554,6 +632,8 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
                         kern.adapt(theta[idx], a)
                 n_tot += n_steps
             records = best[2:] if moved else ()
+        if self.tune and self._auto_steps:
+            self._jumps.record(theta_in, theta, self._tune_len)
         new_point = dict(point)
         if moved:
             for name, start, stop, shape, dtype in self._layout:

@@ -527,7 +527,7 @@ def _two_moment_model(sig, n=50):
     [(0.5, True, True), (50.0, True, False), (0.5, False, False)],
     ids=["informative", "noisy", "move-alone"],
 )
-def test_one_step_after_tuning_only_where_the_scan_already_mixes(sig, others, thinned):
+def test_one_step_after_tuning_only_where_the_scan_already_mixes(sig, others, thinned, rng):
     """With the default ``n_steps``, the move keeps its 10 steps where it moves the parameters
     farther than the rest of the scan, and makes one step where the scan (ConjugateGibbs +
     DataAugmentation) already moves them: the move's mean squared jump per coordinate in the
@@ -545,11 +545,11 @@ def test_one_step_after_tuning_only_where_the_scan_already_mixes(sig, others, th
         steps = [ConjugateGibbs([m["v"], m["mu"]]), iw] if others else [iw]
         pm.sample(
             tune=1000, draws=5, chains=1, cores=1, step=steps, progressbar=False,
-            compute_convergence_checks=False, random_seed=np.random.default_rng(),
+            compute_convergence_checks=False, random_seed=rng,
         )  # fmt: skip
-    ratio = iw.jumps[0]["move"] / iw.jumps[0]["scan"]
-    assert iw.n_steps_per_block == ([1] if thinned else [10]), ratio
+    assert iw.n_steps_per_block == ([1] if thinned else [10]), iw.jumps[0]
     if others:
+        ratio = iw.jumps[0]["move"] / iw.jumps[0]["scan"]
         assert np.all(ratio < THIN_BELOW / 10) if thinned else np.all(ratio > THIN_BELOW * 10)
     # an explicit n_steps is kept as given
     with m:
