@@ -27,12 +27,15 @@ error naming the release, the record and the change when the data contradict it.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, _support_point
 from pymc.logprob.abstract import _logprob
 from pymc.model import modelcontext
 from pymc.pytensorf import collect_default_updates
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Constant, Variable
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.op import RandomVariable
@@ -42,6 +45,7 @@ from pymc_dp.distributions._observed import (
     declared_shape,
     prepare_observed,
 )
+from pymc_dp.distributions.sensitivity import check_declared_sensitivity
 from pymc_dp.mechanisms.base import Mechanism
 
 __all__ = [
@@ -289,19 +293,20 @@ class Release(Distribution):
         integer = getattr(mechanism, "integer", False)
         lo, hi = censoring_bounds(lower, upper, integer=integer)
         if "observed" in kwargs:
+            _refuse_converted_data(kwargs["observed"], name)
             shape, fixed = declared_shape(kwargs, kwargs.get("model"))
             kwargs["observed"] = prepare_observed(
                 kwargs["observed"], integer=integer, release=name, shape=shape, fixed=fixed
             )
             check_within_bounds(kwargs["observed"], lo, hi, name)
-        kwargs.update(mechanism=mechanism, lower=lo, upper=hi)
+        kwargs.update(mechanism=mechanism, lower=lo, upper=hi, _release_name=name)
         rv = super().__new__(cls, name, statistic, **kwargs)
         # only releases registered in a model are announced (Release.dist is not)
         announce_model(modelcontext(None))
         return rv
 
     @classmethod
-    def dist(cls, statistic, mechanism, *, lower=None, upper=None, **kwargs):
+    def dist(cls, statistic, mechanism, *, lower=None, upper=None, _release_name=None, **kwargs):
         """Unregistered release variable (see the class docstring)."""
         if not isinstance(mechanism, Mechanism):
             raise TypeError(
@@ -310,6 +315,9 @@ class Release(Distribution):
             )
         statistic = pt.as_tensor_variable(statistic)
         check_integer_source(mechanism, statistic.dtype, "statistic")
+        label = "the release" if _release_name is None else f"release {_release_name!r}"
+        _refuse_zero_records(statistic, label)
+        check_declared_sensitivity(statistic, mechanism, label)
         lo, hi = censoring_bounds(lower, upper, integer=mechanism.integer)
         if lo is not None or hi is not None:
             mechanism.check_tails("the release")
@@ -329,6 +337,81 @@ class Release(Distribution):
                     f"shape {static}"
                 )
         return super().dist([statistic], mechanism=mechanism, lower=lo, upper=hi, **kwargs)
+
+
+def _refuse_zero_records(statistic, label: str) -> None:
+    """``ValueError`` naming the statistic when it reads a record variable with no records."""
+    for rv in record_parents(statistic):
+        n = rv.type.shape[0] if rv.type.ndim else None
+        if n == 0:
+            raise ValueError(
+                f"the statistic of {label} reads the record variable {rv.name!r} of shape "
+                f"{tuple(rv.type.shape)}, which holds no records: a release of an empty data set "
+                "carries no information about them; give the records at least one row, or "
+                "leave the release out of the model"
+            )
+
+
+# pm.Data containers whose value PyMC converted from something that is not a real number
+# (a complex number loses its imaginary part, a string such as "3" becomes 3.0, True becomes
+# 1.0): container -> (original dtype, the converted array PyMC stored)
+_CONVERTED_DATA: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _lossy_kind(value):
+    """The numpy dtype of ``value`` when it has no dtype of its own and is not real numbers."""
+    if hasattr(value, "dtype") or isinstance(value, Variable):
+        return None
+    try:
+        arr = np.asarray(value)
+    except Exception:  # e.g. ragged nested lists: PyMC refuses them itself
+        return None
+    return arr.dtype if arr.dtype.kind not in "iuf" else None
+
+
+def _data_hook(original):
+    def Data(name, value, *args, **kwargs):
+        shared = original(name, value, *args, **kwargs)
+        dtype = _lossy_kind(value)
+        if dtype is not None:
+            _CONVERTED_DATA[shared] = (dtype, shared.get_value(borrow=True))
+        return shared
+
+    Data.__doc__ = original.__doc__
+    Data.__wrapped__ = original
+    return Data
+
+
+def _install_data_hook() -> None:
+    """Make ``pm.Data`` remember containers built from complex, string or boolean values."""
+    import pymc
+    import pymc.data
+
+    from pymc_dp._pymc_hooks import wrap_module_function
+
+    if getattr(pymc.data.Data, "_pymc_dp_hook", False):
+        return
+    wrap_module_function([pymc.data, pymc], "Data", _data_hook(pymc.data.Data))
+
+
+def _refuse_converted_data(observed, release: str) -> None:
+    """``TypeError`` naming ``observed`` when the release's ``pm.Data`` was built from complex
+    numbers, strings or booleans (PyMC stored them as floats: ``1+2j`` as 1.0, ``"3"`` as 3.0)."""
+    if not isinstance(observed, Variable):
+        return
+    for var in ancestors([observed]):
+        entry = _CONVERTED_DATA.get(var) if isinstance(var, SharedVariable) else None
+        if entry is not None and var.get_value(borrow=True) is entry[1]:
+            raise TypeError(
+                f"observed must hold real numbers (integers or floats), but the pm.Data "
+                f"{var.name!r} observed by release {release!r} was built from values of dtype "
+                f"{entry[0]} (PyMC stored them as {var.dtype}, e.g. a complex number loses its "
+                "imaginary part and the string '3' becomes 3.0); pass the released numbers, "
+                "e.g. pm.Data(name, np.asarray(values, dtype='float64'))"
+            )
+
+
+_install_data_hook()
 
 
 def _as_bound(name: str, value, integer: bool):
