@@ -63,6 +63,7 @@ import numba
 import numpy as np
 
 from pymc_dp._cache import lazy_module
+from pymc_dp.kernels.noise_logpdf import call_logpdf, logpdf_kind
 
 special = lazy_module("scipy.special")
 
@@ -99,6 +100,8 @@ _EXPAND, _AT_LEAST, _ABOVE = 0, 1, 2  # walk modes
 # dispatcher's identity in the process, so such an entry is never found again and every process
 # would add a new file; the functions that take ``logpdf`` are therefore compiled per process
 # (once per kernel, like the closures of :func:`count_sampler`), the others are cached on disk.
+# A built-in noise family reaches them as its integer kind instead (``_specialised``): those
+# closures hold an int, and are cached on disk.
 
 
 # ---------------------------------------------------------------- the 1-D window sampler
@@ -172,7 +175,7 @@ def _noise(logpdf, nz, s):  # pragma: no cover - compiled
     x = float(s)
     acc = 0.0
     for k in range(m):
-        acc += logpdf((z[k] - a[k]) - b[k] * x, params[k])
+        acc += call_logpdf(logpdf, (z[k] - a[k]) - b[k] * x, params[k])
     return acc
 
 
@@ -293,11 +296,20 @@ _COUNT_CACHED: dict = {}
 
 def _specialised(cache: dict, logpdf, build):
     """``build(logpdf)``, a numba kernel with ``logpdf`` fixed, built once per process and
-    ``logpdf`` (see ``_DISK_CACHE_NOTE``: such kernels are not cached on disk)."""
+    ``logpdf``. A built-in noise density is passed to ``build`` as its kind
+    (:func:`pymc_dp.kernels.noise_logpdf.logpdf_kind`): that kernel is cached on disk and
+    compiled once for all processes; any other is compiled per process (``_DISK_CACHE_NOTE``)."""
     fn = cache.get(logpdf)
     if fn is None:
-        fn = cache[logpdf] = build(logpdf)
+        kind = logpdf_kind(logpdf)
+        fn = cache[logpdf] = build(logpdf if kind is None else kind)
     return fn
+
+
+def _njit_for(logpdf):
+    """``numba.njit``, cached on disk when ``logpdf`` is a built-in kind (an int: the closure
+    then holds only that int, which numba can cache)."""
+    return numba.njit(cache=isinstance(logpdf, int))
 
 
 def count_sampler(logpdf):
@@ -361,7 +373,7 @@ def count_sampler(logpdf):
     """
 
     def build(logpdf):
-        @numba.njit
+        @_njit_for(logpdf)
         def sample(family, n, theta, a, b, z, params, u):  # pragma: no cover - compiled
             fam = _family(family if family <= POISSON else -1, n, theta, 0.0)
             return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
@@ -458,7 +470,7 @@ def marginal_count_sampler(logpdf):
     """
 
     def build(logpdf):
-        @numba.njit
+        @_njit_for(logpdf)
         def sample(family, n, t1, t2, a, b, z, params, u):  # pragma: no cover - compiled
             fam = _family(family, n, t1, t2)
             return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
@@ -590,7 +602,7 @@ def counts_gibbs_sampler(logpdf):
     """
 
     def build(logpdf):
-        @numba.njit
+        @_njit_for(logpdf)
         def sweep(counts, p, C, M, z, params, u):  # pragma: no cover - compiled
             return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
 
@@ -673,7 +685,7 @@ def marginal_counts_gibbs_sampler(logpdf):
     """
 
     def build(logpdf):
-        @numba.njit
+        @_njit_for(logpdf)
         def sweep(counts, alpha, C, M, z, params, u):  # pragma: no cover - compiled
             if not _dirichlet_ok(counts, alpha):
                 return INVALID
@@ -996,7 +1008,7 @@ def count_log_marginal(logpdf):
     """
 
     def build(logpdf):
-        @numba.njit
+        @_njit_for(logpdf)
         def log_mass(family, n, t1, t2, a, b, z, params):  # pragma: no cover - compiled
             fam = _family(family if family <= POISSON else -1, n, t1, 0.0)
             return _log_mass_core(logpdf, fam, _noise_args(a, b, z, params), t1)
