@@ -104,7 +104,7 @@ def test_censored_in_model_with_table_statistic_and_array_bounds():
     """A 2-D count table of categorical records with per-column upper bounds (the records'
     count n) and a lower bound of 0, in a model; logp via the model against brute force."""
     n, r, c = 9, 2, 3
-    mech = Geometric(epsilon=1.0)
+    mech = Geometric(epsilon=1.0, sensitivity=2)  # a count table: a record moves two cells
     z = np.array([[0, 3, 9], [2, 0, 4]])
     upper = np.array([9, 9, 9])
     with pm.Model() as model:
