@@ -95,7 +95,18 @@ def test_release_calibration_and_noise():
     rng = np.random.default_rng(3)
     entries = _entries(rng, 300, (2, 5), (2,) * 5)
     true, n = hmm_count_table(entries, shape=(2, 5))
-    rel = release_hmm_counts(entries, shape=(2, 5), epsilon=0.5, rng=np.random.default_rng(9))
+    # the default epsilon= path is exact (two-sided geometric at the table's L1 sensitivity)
+    default = release_hmm_counts(entries, shape=(2, 5), epsilon=0.5, rng=rng)
+    assert default.mechanism == pmdp.Geometric(epsilon=0.5, sensitivity=5)
+    assert default.counts.dtype == np.int64 and default.guarantee().epsilon <= 0.5
+    # the paper's Laplace noise, behind the floating-point opt-in
+    rel = release_hmm_counts(
+        entries,
+        shape=(2, 5),
+        mechanism=functools.partial(pmdp.Laplace, epsilon=0.5),
+        rng=np.random.default_rng(9),
+        allow_float=True,
+    )
     assert isinstance(rel, HMMCountsRelease)
     assert rel.mechanism == pmdp.Laplace(epsilon=0.5, sensitivity=5.0)
     assert rel.mechanism.scale == 10.0 and rel.guarantee().epsilon == 0.5
@@ -169,7 +180,13 @@ def test_model_likelihood_is_the_exact_marginal():
     log sum_y Binomial(y; N, phi[f, s]) Laplace(z - y; b), at an arbitrary point."""
     rng = np.random.default_rng(5)
     entries = _entries(rng, 60, (2, 3), (2, 2))
-    rel = release_hmm_counts(entries, shape=(2, 3), epsilon=1.0, rng=rng)
+    rel = release_hmm_counts(
+        entries,
+        shape=(2, 3),
+        mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
+        rng=rng,
+        allow_float=True,
+    )
     model = rel.model(2, prior=HMMPrior(transition=[[4.0, 1.0], [1.0, 4.0]]))
     phi = np.array([[0.2, 0.7], [0.9, 0.4]])
     z = np.array([[0, 1, 1], [1, 0, 0]])

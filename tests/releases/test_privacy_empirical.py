@@ -84,8 +84,8 @@ def test_bernoulli_release_from_draws(rng):
     assert 0.75 < lb <= EPS
     # negative control: half the noise (the sensitivity of one count, 1, in place of 2)
     half = pmdp.Laplace(epsilon=EPS, sensitivity=1.0)
-    z_d = half.release(np.tile([2.0, 2.0], (m, 1)), rng=rng)
-    z_dp = half.release(np.tile([3.0, 1.0], (m, 1)), rng=rng)
+    z_d = half.release(np.tile([2.0, 2.0], (m, 1)), rng=rng, allow_float=True)
+    z_dp = half.release(np.tile([3.0, 1.0], (m, 1)), rng=rng, allow_float=True)
     assert empirical_epsilon_lower_bound(event(z_dp), event(z_d), _hit) > EPS
 
 
