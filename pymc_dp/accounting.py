@@ -154,22 +154,41 @@ class PrivacyGuarantee:
 
     Attributes
     ----------
-    epsilon : float
-        The epsilon of (epsilon, delta)-DP (``inf`` when no finite epsilon holds).
-    delta : float
-        The delta of (epsilon, delta)-DP; 0 for pure DP.
+    epsilon : float or None
+        The epsilon of (epsilon, delta)-DP (``inf`` when no finite epsilon holds); ``None``
+        when no privacy claim is made (:meth:`no_claim`).
+    delta : float or None
+        The delta of (epsilon, delta)-DP; 0 for pure DP; ``None`` without a claim.
     rho : float or None
         The rho of rho-zCDP (Bun & Steinke 2016), where the mechanism has one.
+
+    Notes
+    -----
+    ``PrivacyGuarantee.no_claim()`` (all three ``None``, :attr:`claimed` False) is what a
+    mechanism given only by its noise scale states: without a declared sensitivity there is no
+    epsilon or rho to state. Composing it with anything gives no claim again (:func:`compose`).
 
     Examples
     --------
     >>> PrivacyGuarantee(0.5)
     PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
+    >>> PrivacyGuarantee.no_claim(), PrivacyGuarantee.no_claim().claimed
+    (PrivacyGuarantee(epsilon=None, delta=None, rho=None), False)
     """
 
-    epsilon: float
-    delta: float = 0.0
+    epsilon: float | None
+    delta: float | None = 0.0
     rho: float | None = None
+
+    @classmethod
+    def no_claim(cls) -> PrivacyGuarantee:
+        """The guarantee of a mechanism that makes no privacy claim (all fields ``None``)."""
+        return cls(epsilon=None, delta=None, rho=None)
+
+    @property
+    def claimed(self) -> bool:
+        """Whether a privacy claim is stated (``False`` for :meth:`no_claim`)."""
+        return self.epsilon is not None
 
 
 # ---- exact rationals to doubles, and the privacy maps' input ----------------------------------
@@ -642,6 +661,13 @@ def _check_guarantee(i: int, g) -> PrivacyGuarantee:
         raise TypeError(
             f"guarantees[{i}] must be a PrivacyGuarantee or a Mechanism, got {type(g).__name__}"
         )
+    if g.epsilon is None or g.delta is None:
+        if not (g.epsilon is None and g.delta is None and g.rho is None):
+            raise ValueError(
+                f"guarantees[{i}] states no epsilon or no delta but not no claim at all: use "
+                f"PrivacyGuarantee.no_claim() for no claim, got {g!r}"
+            )
+        return g
     _as_nonnegative(f"guarantees[{i}].epsilon", g.epsilon, allow_inf=True)
     dl = _as_real(f"guarantees[{i}].delta", g.delta)
     if not (0.0 <= dl <= 1.0):
@@ -663,7 +689,8 @@ def compose(guarantees: Iterable) -> PrivacyGuarantee:
     ----------
     guarantees : iterable of PrivacyGuarantee or Mechanism
         Mechanisms are replaced by their ``guarantee()``. An empty iterable gives
-        ``PrivacyGuarantee(0.0, 0.0, 0.0)`` (releasing nothing costs nothing).
+        ``PrivacyGuarantee(0.0, 0.0, 0.0)`` (releasing nothing costs nothing). If any of them
+        makes no claim (:meth:`PrivacyGuarantee.no_claim`), neither does the result.
 
     Returns
     -------
@@ -682,6 +709,8 @@ def compose(guarantees: Iterable) -> PrivacyGuarantee:
     PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.5)
     """
     gs = [_check_guarantee(i, g) for i, g in enumerate(guarantees)]
+    if not all(g.claimed for g in gs):  # one release without a claim: no claim for the whole
+        return PrivacyGuarantee.no_claim()
     eps = _sum_up(float(g.epsilon) for g in gs)
     dl = min(1.0, _sum_up(float(g.delta) for g in gs))
     if all(g.rho is not None for g in gs):
@@ -992,6 +1021,8 @@ def implied_rho(g: PrivacyGuarantee) -> float | None:
     """
     if g.rho is not None:
         return float(g.rho)
+    if not g.claimed:
+        return None
     if float(g.delta) == 0.0 and math.isfinite(g.epsilon):
         e = Fraction(float(g.epsilon))
         return round_up(e * e / 2)
@@ -1012,6 +1043,8 @@ def compose_repeated(g, k: int) -> PrivacyGuarantee:
     g = _check_guarantee(0, g)
     if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) or not k >= 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not g.claimed:
+        return g
     k = Fraction(int(k))
 
     def times(x):

@@ -104,8 +104,12 @@ def test_compose_exact():
     assert math.isclose(c.epsilon, 0.6, rel_tol=REL) and math.isclose(c.delta, 3e-6, rel_tol=REL)
     assert c.rho is None
     # rho adds when every input has one; ε=inf propagates
-    c = compose([Gaussian(sigma=2.0), Gaussian(rho=0.25), PrivacyGuarantee(math.inf, 0.0, 0.5)])
+    g2 = Gaussian(sigma=2.0, sensitivity=1.0)
+    c = compose([g2, Gaussian(rho=0.25), PrivacyGuarantee(math.inf, 0.0, 0.5)])
     assert c == PrivacyGuarantee(math.inf, 0.0, 0.125 + 0.25 + 0.5)
+    # a mechanism given by its noise scale only makes no claim, nor does any composition with it
+    assert compose([Gaussian(sigma=2.0), Laplace(epsilon=1.0)]) == PrivacyGuarantee.no_claim()
+    assert compose_repeated(PrivacyGuarantee.no_claim(), 3) == PrivacyGuarantee.no_claim()
     # mechanisms and guarantees mix; the rho of a pure-DP Laplace is None
     c = compose([Laplace(epsilon=0.5), Gaussian(epsilon=1.0, delta=1e-6)])
     assert math.isclose(c.epsilon, 1.5, rel_tol=REL) and c.delta == 1e-6 and c.rho is None

@@ -239,19 +239,49 @@ class Mechanism(ABC):
         return hash(self._key())
 
     # ---- privacy accounting -------------------------------------------------------------
-    def guarantee(self) -> PrivacyGuarantee:
-        """The privacy guarantee of one release: :meth:`map` at the sensitivity (cached)."""
+    @property
+    def has_privacy_claim(self) -> bool:
+        """Whether the mechanism states a privacy guarantee: ``epsilon``, ``delta``, ``rho`` or
+        ``sensitivity`` was given when it was built. A mechanism given by its noise scale only
+        (``Laplace(scale=2.0)``, ``Gaussian(sigma=42.0)``, ``Geometric(alpha=0.5)``) describes
+        a noise law, not a release of a statistic of known sensitivity: it makes no claim."""
+        return bool(self.__dict__.get("privacy_declared", False))
+
+    def _at_sensitivity(self) -> PrivacyGuarantee:
+        """:meth:`map` at the (declared or default) sensitivity (cached)."""
         g = self.__dict__.get("_guarantee")
         if g is None:  # objects unpickled from before the cache existed
             g = self._map(Fraction(self.sensitivity))
         return g
+
+    def guarantee(self) -> PrivacyGuarantee:
+        """The privacy guarantee of one release: :meth:`map` at the sensitivity (cached).
+
+        A mechanism without a privacy claim (:attr:`has_privacy_claim` False: built from its
+        noise scale only, no ``sensitivity``) returns :meth:`PrivacyGuarantee.no_claim`: a
+        guarantee computed with the default sensitivity 1 would be a claim nobody made. Its
+        privacy map at a stated change, :meth:`map`, is still defined.
+
+        Examples
+        --------
+        >>> from pymc_dp.mechanisms.gaussian import Gaussian
+        >>> Gaussian(sigma=42.0).guarantee()
+        PrivacyGuarantee(epsilon=None, delta=None, rho=None)
+        >>> round(Gaussian(sigma=42.0, sensitivity=1.0).guarantee().rho, 9)
+        0.000283447
+        """
+        if not self.has_privacy_claim:
+            return PrivacyGuarantee.no_claim()
+        return self._at_sensitivity()
 
     def map(self, d_in) -> PrivacyGuarantee:
         """Privacy map: the guarantee for an individual who changes the statistic by ``d_in``.
 
         ``d_in`` is measured in the mechanism's sensitivity norm (L1 for Laplace and
         Geometric, L2 for Gaussian and DiscreteGaussian); integer mechanisms take integers.
-        ``map(sensitivity) == guarantee()``; ``map(0)`` is zero (no change, no cost); the map is
+        ``map(sensitivity) == guarantee()`` when the mechanism makes a privacy claim (the map
+        needs no sensitivity: it is defined for a mechanism given by its noise scale only,
+        whose ``guarantee()`` is no claim); ``map(0)`` is zero (no change, no cost); the map is
         non-decreasing in ``d_in``. Every value is rounded up: floating point never under-counts.
         The formulas are in :mod:`pymc_dp.accounting`.
 
@@ -275,10 +305,10 @@ class Mechanism(ABC):
         """
         d = as_distance(d_in, integer=self.integer)
         if d == 0:
-            rho = None if self.guarantee().rho is None else 0.0
+            rho = None if self._at_sensitivity().rho is None else 0.0
             return PrivacyGuarantee(epsilon=0.0, delta=0.0, rho=rho)
         if d == Fraction(self.sensitivity):
-            return self.guarantee()
+            return self._at_sensitivity()
         return self._map(d)
 
     @abstractmethod
@@ -286,13 +316,13 @@ class Mechanism(ABC):
         """The guarantee for a change of exact size ``d > 0`` (validated by :meth:`map`)."""
 
     @property
-    def epsilon(self) -> float:
-        """epsilon of the guarantee."""
+    def epsilon(self) -> float | None:
+        """epsilon of the guarantee (``None`` without a privacy claim)."""
         return self.guarantee().epsilon
 
     @property
-    def delta(self) -> float:
-        """delta of the guarantee (0 for pure DP)."""
+    def delta(self) -> float | None:
+        """delta of the guarantee (0 for pure DP; ``None`` without a privacy claim)."""
         return self.guarantee().delta
 
     # ---- noise law ------------------------------------------------------------------------
@@ -458,6 +488,13 @@ class Mechanism(ABC):
 
     def __repr__(self) -> str:
         g = self.guarantee()
+        if not g.claimed:
+            law = [
+                f"{k}={float(getattr(self, k)):.6g}"
+                for k in ("scale", "sigma", "alpha")
+                if isinstance(getattr(type(self), k, None), property) or k in self.__dict__
+            ][:1]
+            return f"{type(self).__name__}({', '.join([*law, 'no privacy claim'])})"
         parts = [f"epsilon={g.epsilon:.6g}"]
         if g.delta:
             parts.append(f"delta={g.delta:.3g}")

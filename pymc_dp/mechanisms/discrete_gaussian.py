@@ -49,9 +49,11 @@ Examples
 --------
 >>> import numpy as np
 >>> from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
->>> m = DiscreteGaussian(sigma=2.0)
+>>> m = DiscreteGaussian(sigma=2.0, sensitivity=1)
 >>> m.guarantee()
 PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
+>>> DiscreteGaussian(sigma=2.0).guarantee().claimed  # no sensitivity declared: no claim
+False
 >>> DiscreteGaussian(rho=0.5, sensitivity=2).sigma2
 Fraction(4, 1)
 >>> m2 = DiscreteGaussian(epsilon=1.0, delta=1e-6)

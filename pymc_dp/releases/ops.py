@@ -359,9 +359,9 @@ class OnePosteriorSample:
         ``dist`` is the records' law as a ``.dist()`` of the model's parameters (e.g.
         ``pm.Bernoulli.dist(p=p)``) and ``observed`` the records. The parameters' priors must
         live on the parameter space on which ``log_likelihood_range`` was computed (e.g.
-        ``pm.Truncated(pm.Beta.dist(1, 1), lower=p0, upper=1 - p0)``). The potential holds
-        no pymc_dp node: :func:`pymc_dp.privacy_report` does not see it; the cost of one
-        released draw is :meth:`guarantee`, and holds only for a converged chain.
+        ``pm.Truncated(pm.Beta.dist(1, 1), lower=p0, upper=1 - p0)``). The potential is
+        tagged, so :func:`pymc_dp.privacy_report` counts it: the cost of one released draw is
+        :meth:`guarantee`, and holds only for a converged chain.
 
         Examples
         --------
@@ -377,4 +377,6 @@ class OnePosteriorSample:
         import pymc as pm
 
         logp = pm.logp(dist, np.asarray(observed)).sum()
-        return pm.Potential(name, logp * np.float64(1.0 / self.temperature))
+        pot = pm.Potential(name, logp * np.float64(1.0 / self.temperature))
+        pot.tag.pymc_dp_ops = self  # pymc_dp.privacy_report counts the potential by this tag
+        return pot

@@ -50,7 +50,9 @@ def test_sigma_parameterization_rho(sigma, sens):
 
 
 def test_short_binary_values_exact():
-    assert DiscreteGaussian(sigma=2.0).guarantee().rho == 0.125
+    assert DiscreteGaussian(sigma=2.0, sensitivity=1).guarantee().rho == 0.125
+    assert DiscreteGaussian(sigma=2.0).map(1).rho == 0.125
+    assert not DiscreteGaussian(sigma=2.0).guarantee().claimed  # no sensitivity: no claim
     assert DiscreteGaussian(rho=0.125).sigma2 == 4
     assert DiscreteGaussian(rho=0.5, sensitivity=2).sigma == 2.0
     assert DiscreteGaussian(sigma=0.5).sigma2 == Fraction(1, 4)
@@ -221,7 +223,7 @@ def test_rho_validation(rho):
     try:
         m = DiscreteGaussian(rho=rho)
     except (ValueError, TypeError) as err:
-        assert not valid or float(rho) < 5e-15 or float(rho) > 5e11, err
+        assert not valid or float(rho) <= 5e-15 or float(rho) > 5e11, err  # sigma = 1e7 at 5e-15
         assert "rho" in str(err)
         return
     assert valid

@@ -68,7 +68,7 @@ def test_monotonicity_more_noise_never_raises_epsilon():
     alphas = np.sort(
         np.concatenate([np.geomspace(1e-12, 0.5, 40), 1 - np.geomspace(0.5, 1e-9, 40)])
     )
-    eps = [Geometric(alpha=float(a)).epsilon for a in alphas]
+    eps = [Geometric(alpha=float(a), sensitivity=1).epsilon for a in alphas]
     assert all(e2 <= e1 for e1, e2 in itertools.pairwise(eps))
     epss = np.geomspace(1e-8, 100, 60)
     rates = [Geometric(epsilon=float(e)).rate for e in epss]
@@ -153,7 +153,8 @@ def test_alpha_validation(alpha):
             assert "alpha" in str(err)
         return
     assert valid
-    e = m.guarantee().epsilon
+    assert not m.guarantee().claimed  # alpha only, no sensitivity: no privacy claim
+    e = m.map(1).epsilon
     assert math.isfinite(e) and e > 0
     assert abs(e / -math.log(float(alpha)) - 1) <= 1e-12
 

@@ -401,8 +401,9 @@ def test_item15_mechanisms_are_frozen(m):
 
 
 def test_item15_equality_follows_the_law_and_guarantee():
-    assert Laplace(epsilon=1.0) == Laplace(scale=1.0)
-    assert hash(Laplace(epsilon=1.0)) == hash(Laplace(scale=1.0))
+    assert Laplace(epsilon=1.0) == Laplace(scale=1.0, sensitivity=1.0)
+    assert hash(Laplace(epsilon=1.0)) == hash(Laplace(scale=1.0, sensitivity=1.0))
+    assert Laplace(epsilon=1.0) != Laplace(scale=1.0)  # the scale alone states no guarantee
     assert Laplace(epsilon=0.5, sensitivity=2.0) == Laplace(scale=4.0, sensitivity=2.0)
     assert Laplace(scale=1.0) != Laplace(scale=2.0)
     assert Laplace(scale=2.0, sensitivity=2.0) != Laplace(
@@ -411,12 +412,23 @@ def test_item15_equality_follows_the_law_and_guarantee():
     assert Geometric(epsilon=2.0, sensitivity=2) == Geometric(epsilon=2.0, sensitivity=np.int64(2))
     assert Geometric(epsilon=1.0) != Geometric(epsilon=2.0, sensitivity=2)  # other guarantee
     assert Geometric(epsilon=1.0) != Geometric(epsilon=1.0, sensitivity=2)
-    assert Gaussian(rho=0.5) == Gaussian(sigma=1.0)
+    assert Gaussian(rho=0.5) == Gaussian(sigma=1.0, sensitivity=1.0)
     assert Gaussian(sigma=1.0) != Laplace(scale=1.0)
-    assert DiscreteGaussian(sigma=2.0) == DiscreteGaussian(rho=0.125)
+    assert DiscreteGaussian(sigma=2.0, sensitivity=1) == DiscreteGaussian(rho=0.125)
     assert DiscreteGaussian(sigma=2.0) != Gaussian(sigma=2.0)
     assert (
-        len({Laplace(scale=1.0), Laplace(epsilon=1.0), Gaussian(sigma=1.0), Gaussian(rho=0.5)}) == 2
+        len({Laplace(scale=1.0), Laplace(epsilon=1.0), Gaussian(sigma=1.0), Gaussian(rho=0.5)}) == 4
+    )
+    assert (
+        len(
+            {
+                Laplace(scale=1.0, sensitivity=1.0),
+                Laplace(epsilon=1.0),
+                Gaussian(sigma=1.0, sensitivity=1.0),
+                Gaussian(rho=0.5),
+            }
+        )
+        == 2
     )
     assert Laplace(scale=1.0) != "Laplace(scale=1.0)"
 
