@@ -343,7 +343,7 @@ def test_plan_refuses_non_affine_and_other_inputs():
 
 def test_table_of_cells_exact():
     """Three record variables (the cells), each Bernoulli with its own Beta(1, 1) rate, one
-    Release of the three counts and their total (Laplace, sensitivity 2): the cells are drawn
+    Release of the three counts and their total (Laplace, sensitivity 6): the cells are drawn
     in turn, each given the others, with its rate integrated out. Reference: p(S | z) ∝
     prod_g eta(z_g - S_g) * eta(z_3 - sum S) (the Beta(1, 1)-binomial is uniform), enumerated
     over all 31^3 count triples; p_0 | S_0 ~ Beta(1 + S_0, 1 + N - S_0)."""
@@ -356,7 +356,9 @@ def test_table_of_cells_exact():
             cells.append(pm.Bernoulli(f"x{g}", p, shape=n))
         counts = pm.math.stack([c.sum() for c in cells])
         table = pm.math.concatenate([counts, counts.sum()[None]])
-        pmdp.Release("t", table, pmdp.Laplace(scale=scale, sensitivity=2.0), observed=z)
+        # a record is row i of x0, x1, x2 (Release's rule): it moves the three counts and
+        # the total by up to 3 each, L1 6 (the scale is given, so this is accounting only)
+        pmdp.Release("t", table, pmdp.Laplace(scale=scale, sensitivity=6.0), observed=z)
     assert _assigned(m) == {"CollapsedRecords": ["p0", "p1", "p2", "x0", "x1", "x2"]}
     draws = _sample(m, "p0")
     s = np.arange(n + 1)
