@@ -25,6 +25,26 @@ Privacy. The exponential mechanism with a utility of sensitivity ``Delta`` is ``
 probabilities is at most ``epsilon / (2 Delta)`` times ``2 Delta`` (``Delta`` from the
 utility, ``Delta`` from the normaliser), a linear loss computed by
 :func:`pymc_dp.accounting.linear_epsilon`.
+
+Exact sampling (the default). The utility above is irrational (logarithms of the tables), and a
+softmax computed in floating point and drawn with a floating-point uniform only approximates its
+law (and numpy's generator is not a secure source). :func:`private_map` therefore runs the
+exponential mechanism of a utility on an integer grid: every ``log theta[v]`` entry is rounded
+to the nearest multiple of ``g = UTILITY_GRID = 2**-24`` (public integers ``L[v]``, fixed before
+the data are seen), and the log prior to the nearest multiple of ``g`` (data-independent), so
+``u~(D, c) = sum_v sum_{j, s} N[v][j, s] L_c[v][j, s] + P_c``
+is an integer for every candidate, computed exactly. Its replace-one sensitivity is the integer
+``Delta~ = max_c sum_v (max L_c[v] - min L_c[v])`` (the argument above, exact in integers), and
+the rate ``epsilon / (2 Delta~)`` is rounded down to a rational ``s/t`` (``t <= 2**60``), so the
+mechanism samples ``P(c) proportional to exp(s u~(D, c) / t)`` exactly: rejection from the
+uniform proposal with Canonne-Kamath-Steinke Bernoulli(``exp(-gamma)``) acceptance on words from
+the secure source (:mod:`pymc_dp.kernels.exponential_mechanism`). Its privacy loss is
+``2 Delta~ s / t <= epsilon`` with no rounding left. ``u~`` is within ``g/2`` per table entry of
+``u / g`` (``|g u~ - u| <= (n |V| + |prior cells|) g / 2``), so the selection law is that of
+Zhang et al.'s mechanism up to a factor of about ``exp(epsilon (n |V| + |cells|) g / (2 Delta))``
+(``|cells|``: the number of table rows in the prior).
+``allow_float=True`` opts in to the floating-point softmax drawn from a numpy ``Generator`` (the
+law of :func:`map_selection_log_probabilities` with ``allow_float=True``), for simulations.
 """
 
 from __future__ import annotations
@@ -38,9 +58,16 @@ import numpy as np
 
 from pymc_dp._cache import lazy_module
 from pymc_dp.accounting import PrivacyGuarantee, linear_epsilon
+from pymc_dp.kernels.exact_sampling import best_rational, check_rng
+from pymc_dp.kernels.exponential_mechanism import (
+    exact_log_probabilities,
+    log_weights_to_gammas,
+    sample_exponential_mechanism,
+)
 from pymc_dp.releases.bayes_net import DiscreteBayesNet, bayes_net_count_tables
 
 __all__ = [
+    "UTILITY_GRID",
     "PrivateMAP",
     "map_selection_log_probabilities",
     "map_utility_sensitivity",
@@ -49,6 +76,19 @@ __all__ = [
 
 # imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
 special = lazy_module("scipy.special")
+
+#: the exact mechanism's utility grid ``g`` (nats per integer unit; module docstring)
+UTILITY_GRID = 2.0**-24
+_RATE_BOUND = 2**60  # largest denominator of the rational rate s/t
+_INT_LIMIT = 2**62  # the integer utilities are computed in int64 below this bound
+
+
+def _rate_below(x: Fraction) -> Fraction:
+    """The best rational ``<= x`` with terms ``<= 2**60``; 0 below ``2**-60`` (rate 0 is
+    data-independent, so 0-DP)."""
+    if x < Fraction(1, _RATE_BOUND):
+        return Fraction(0)
+    return best_rational(x, _RATE_BOUND, "below", pbound=_RATE_BOUND)
 
 
 def _positive(name: str, value) -> float:
@@ -130,6 +170,56 @@ def _utilities(counts, tables, prior: float) -> np.ndarray:
     return np.asarray(u, dtype=np.float64)
 
 
+def _log_prior(tables, prior: float) -> np.ndarray:
+    """Dirichlet(``prior``) log density of every row of every table, per candidate."""
+    out = 0.0
+    for t in tables.values():
+        logt = np.log(t)
+        k = t.shape[-1]
+        n_rows = logt[0, ..., 0].size
+        out = (
+            out
+            + (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)
+            + n_rows * (special.gammaln(k * prior) - k * special.gammaln(prior))
+        )
+    return np.asarray(out, dtype=np.float64) * np.ones(next(iter(tables.values())).shape[0])
+
+
+def _exact_law(data, network, epsilon, candidates, prior):
+    """``(q, r, d, tables, Delta~ g)``: the exact mechanism's gammas (module docstring)."""
+    eps = _positive("epsilon", epsilon)
+    prior = _positive("prior", prior)
+    tables = _stacked(network, candidates)
+    counts = bayes_net_count_tables(data, network)
+    n_cand = next(iter(tables.values())).shape[0]
+    units = np.zeros(n_cand, dtype=np.int64)
+    delta = np.zeros(n_cand, dtype=np.int64)
+    bound = 0
+    for v, t in tables.items():
+        lq = np.rint(np.log(t).reshape(n_cand, -1) / UTILITY_GRID).astype(np.int64)
+        delta += lq.max(1) - lq.min(1)
+        c = np.asarray(counts[v], dtype=np.int64).reshape(-1)
+        bound += int(c.sum()) * int(np.abs(lq).max())
+        if bound >= _INT_LIMIT:
+            raise ValueError(
+                "data: too many records for the exact mechanism's integer utility (the "
+                "candidates' log tables times the counts exceed 2**62 grid units); use fewer "
+                "records or allow_float=True"
+            )
+        units += lq @ c
+    lp = _log_prior(tables, prior)
+    if not np.all(np.abs(lp) < _INT_LIMIT * UTILITY_GRID / 4):
+        raise ValueError("prior: the candidates' log prior is too large for the utility grid")
+    units += np.rint(lp / UTILITY_GRID).astype(np.int64)
+    delta_units = int(delta.max())
+    if delta_units == 0:  # no candidate depends on the data: uniform selection
+        q, r, d = log_weights_to_gammas([0] * n_cand, 1)
+    else:
+        rate = _rate_below(Fraction(eps) / (2 * delta_units))
+        q, r, d = log_weights_to_gammas([rate.numerator * int(u) for u in units], rate.denominator)
+    return q, r, d, tables, delta_units * UTILITY_GRID
+
+
 def _log_probs(data, network, epsilon, candidates, prior):
     eps = _positive("epsilon", epsilon)
     prior = _positive("prior", prior)
@@ -142,14 +232,18 @@ def _log_probs(data, network, epsilon, candidates, prior):
     return logw - special.logsumexp(logw), tables, delta_u
 
 
-def map_selection_log_probabilities(data, network, *, epsilon, candidates, prior=1.0):
-    """Log probability that :func:`private_map` selects each candidate (exact, log space).
+def map_selection_log_probabilities(
+    data, network, *, epsilon, candidates, prior=1.0, allow_float=False
+):
+    """Log probability that :func:`private_map` selects each candidate.
 
-    ``log softmax(epsilon * u(D, theta_c) / (2 Delta))`` over the candidates ``c``.
+    The default is the law of the exact mechanism (utility on the integer grid, rational rate:
+    module docstring), rounded to float64 only at the end. With ``allow_float=True``, the law
+    of the floating-point opt-in: ``log softmax(epsilon * u(D, theta_c) / (2 Delta))``.
 
     Parameters
     ----------
-    data, network, epsilon, candidates, prior
+    data, network, epsilon, candidates, prior, allow_float
         As for :func:`private_map`.
 
     Returns
@@ -164,7 +258,12 @@ def map_selection_log_probabilities(data, network, *, epsilon, candidates, prior
     >>> p.round(4).tolist()  # Delta = ln 4; utility gap 2 ln 4; softmax of [1, 0]
     [0.7311, 0.2689]
     """
-    return _log_probs(data, network, epsilon, candidates, prior)[0]
+    if not isinstance(allow_float, bool | np.bool_):
+        raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+    if allow_float:
+        return _log_probs(data, network, epsilon, candidates, prior)[0]
+    q, r, d = _exact_law(data, network, epsilon, candidates, prior)[:3]
+    return exact_log_probabilities(q, r, d)
 
 
 def _select(log_probs: np.ndarray, gen: np.random.Generator, size=None):
@@ -222,7 +321,9 @@ class PrivateMAP:
         return PrivacyGuarantee(epsilon=linear_epsilon(rate, 2 * Fraction(self.sensitivity)))
 
 
-def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> PrivateMAP:
+def private_map(
+    data, network, *, epsilon, candidates, prior=1.0, rng=None, allow_float=False
+) -> PrivateMAP:
     """Select a MAP estimate privately with the exponential mechanism (Zhang et al. Alg. 3).
 
     Parameters
@@ -237,7 +338,18 @@ def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> P
         shape ``network.table_shape(v)`` whose last axis is a probability vector (entries > 0).
     prior : float, default 1.0
         Dirichlet concentration of every cell (``> 0``), giving the log-prior in the utility.
-    rng : numpy.random.Generator or int, optional
+    rng : numpy.random.Generator, optional
+        ``None`` (the default): words from the operating system's secure source, for real
+        releases. A ``Generator``: reproducible words from its bit generator (simulations; the
+        law is the same exact one). With ``allow_float=True`` also an int seed.
+    allow_float : bool, default False
+        ``False``: the exact mechanism (module docstring): the utility on the integer grid
+        ``UTILITY_GRID``, a rational rate, exact rejection sampling from random words; its
+        ``(epsilon, 0)`` guarantee holds with no rounding. ``True``: opt in to the
+        floating-point softmax drawn with ``numpy``'s ``Generator.choice`` (Zhang et al.'s
+        mechanism as usually implemented; for simulations and reproducing the paper): its
+        probabilities are rounded and its generator is not a secure source, so the guarantee
+        is not exact.
 
     Returns
     -------
@@ -247,6 +359,8 @@ def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> P
     ------
     ValueError
         Naming ``epsilon``, ``prior``, ``network``, ``candidates`` or ``data``.
+    TypeError
+        Naming ``rng`` (exact path: only ``None`` or a ``Generator``) or ``allow_float``.
 
     Examples
     --------
@@ -258,8 +372,15 @@ def private_map(data, network, *, epsilon, candidates, prior=1.0, rng=None) -> P
     >>> res.guarantee()
     PrivacyGuarantee(epsilon=1.0, delta=0.0, rho=None)
     """
-    logp, tables, delta_u = _log_probs(data, network, epsilon, candidates, prior)
-    c = int(_select(logp, np.random.default_rng(rng)))
+    if not isinstance(allow_float, bool | np.bool_):
+        raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+    if allow_float:
+        logp, tables, delta_u = _log_probs(data, network, epsilon, candidates, prior)
+        c = int(_select(logp, np.random.default_rng(rng)))
+    else:
+        check_rng(rng)
+        q, r, d, tables, delta_u = _exact_law(data, network, epsilon, candidates, prior)
+        c = int(sample_exponential_mechanism(q, r, d, size=1, rng=rng)[0])
     est = {v: t[c].copy() for v, t in tables.items()}
     for t in est.values():
         t.setflags(write=False)

@@ -28,10 +28,38 @@ likelihood keeps the prior the user chose.
 
 With ``p0 = 0`` no finite bound exists (some dataset has zero likelihood at some ``θ``), and
 these functions refuse it. The tempered conjugate posteriors are a truncated
-``Beta(α + s/T, β + f/T)`` and a truncated ``Dirichlet(α + c/T)``, drawn exactly here; for
+``Beta(α + s/T, β + f/T)`` and a truncated ``Dirichlet(α + c/T)``; for
 other models :meth:`OnePosteriorSample.tempered_likelihood` writes the tempered likelihood into
 a PyMC model and the user supplies ``C`` (the privacy of an MCMC draw then holds only once the
 chain has converged, Foulds et al. Sec. 4.1).
+
+Exact draws (the default of :meth:`OnePosteriorSample.sample`). The argument above needs the
+draw to follow the tempered posterior *exactly*: a draw through floating-point inverse CDFs
+from numpy's generator follows it only up to rounding, and the set of doubles it can output
+depends on the data (Mironov 2012), so its guarantee does not hold as stated. ``sample`` draws
+instead from the tempered posterior on a public grid of the truncated parameter space, as an
+exponential mechanism sampled exactly:
+
+* the grid: ``θ = p0 + (1 - K p0) m / M`` for every composition ``m`` of ``M`` into ``K``
+  non-negative parts (``M = resolution``; for Bernoulli records ``K = 2``, ``θ`` is the
+  second coordinate), a subset of the truncated region fixed before the data are seen;
+* the utility on an integer scale: ``L[j, k] = round(log θ_jk / g)`` with ``g = OPS_GRID =
+  2**-24`` (public integers), ``u~_j = Σ_k c_k L[j, k]`` for the category counts ``c`` (exact
+  int64); its replace-one sensitivity is the integer ``Δ~ = max_j (max_k L[j, k] - min_k
+  L[j, k])``, and ``g Δ~ <= C + g``;
+* the rate ``ε_T / (2 Δ~)`` per integer unit, with ``ε_T = guarantee().epsilon = 2C/T``,
+  rounded down to a rational ``s/t`` (``t <= 2**60``); the base measure is the prior's density
+  at the grid points, ``log π_j = Σ_k (α_k - 1) log θ_jk`` rounded to a multiple of ``1/t``
+  (data-independent, so its rounding does not touch privacy);
+* ``P(j) ∝ exp((s u~_j + round(t log π_j)) / t)`` is sampled exactly by
+  :mod:`pymc_dp.kernels.exponential_mechanism` (uniform proposals, Canonne-Kamath-Steinke
+  Bernoulli(``exp(-γ)``) acceptance) on random words from the secure source.
+
+Its privacy loss is ``2 Δ~ s/t <= guarantee().epsilon`` with no rounding left. Its law is the
+tempered posterior (temperature ``g t/s``, within a relative ``g/C`` of ``T``) restricted to
+the grid, up to a factor ``exp(n g / (2T))`` from the rounding of the utility. With
+``allow_float=True`` :meth:`OnePosteriorSample.sample` draws the continuous posterior in floating
+point instead (inverse CDF or rejection from a numpy ``Generator``), for simulations.
 """
 
 from __future__ import annotations
@@ -46,8 +74,14 @@ import numpy as np
 from pymc_dp._cache import lazy_module
 from pymc_dp._validation import as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
+from pymc_dp.kernels.exact_sampling import best_rational, check_rng
+from pymc_dp.kernels.exponential_mechanism import (
+    log_weights_to_gammas,
+    sample_exponential_mechanism,
+)
 
 __all__ = [
+    "OPS_GRID",
     "OnePosteriorSample",
     "beta_bernoulli_log_likelihood_range",
     "dirichlet_categorical_log_likelihood_range",
@@ -56,6 +90,46 @@ __all__ = [
 
 # imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
 stats = lazy_module("scipy.stats")
+
+#: the exact OPS draw's log-likelihood grid ``g`` (nats per integer unit; module docstring)
+OPS_GRID = 2.0**-24
+_RATE_BOUND = 2**60  # largest denominator of the rational rate s/t
+_INT_LIMIT = 2**62
+
+
+def _rate_below(x: Fraction) -> Fraction:
+    """The best rational ``<= x`` with terms ``<= 2**60``; 0 below ``2**-60`` (rate 0 is
+    data-independent, so 0-DP)."""
+    if x < Fraction(1, _RATE_BOUND):
+        return Fraction(0)
+    return best_rational(x, _RATE_BOUND, "below", pbound=_RATE_BOUND)
+
+
+_MAX_GRID_POINTS = 2**20  # largest exact-sampling grid
+_DEFAULT_POINTS = 2**17  # the default resolution keeps the grid at most this large
+
+
+def _n_compositions(m: int, k: int) -> int:
+    return math.comb(m + k - 1, k - 1)
+
+
+def _default_resolution(k: int) -> int:
+    m = 2**12
+    while m > 1 and _n_compositions(m, k) > _DEFAULT_POINTS:
+        m //= 2
+    return m
+
+
+def _compositions(m: int, k: int) -> np.ndarray:
+    """Every ``(m_1, ..., m_k)`` of non-negative integers summing to ``m``, shape ``(J, k)``."""
+    rows = np.zeros((1, 0), dtype=np.int64)
+    left = np.array([m], dtype=np.int64)
+    for _ in range(k - 1):
+        reps = left + 1
+        first = np.concatenate([np.arange(r) for r in reps])
+        rows = np.concatenate([np.repeat(rows, reps, axis=0), first[:, None]], axis=1)
+        left = np.repeat(left, reps) - first
+    return np.concatenate([rows, left[:, None]], axis=1)
 
 
 def _up(x: float, ulps: int = 4) -> float:
@@ -299,8 +373,8 @@ class OnePosteriorSample:
         two_c = 2 * Fraction(self.log_likelihood_range)
         return PrivacyGuarantee(epsilon=linear_epsilon(1 / Fraction(self.temperature), two_c))
 
-    def sample(self, data, prior=None, rng=None):
-        """One exact draw of the tempered, truncated conjugate posterior.
+    def sample(self, data, prior=None, rng=None, *, resolution=None, allow_float=False):
+        """One draw of the tempered, truncated conjugate posterior (exact on a grid by default).
 
         Parameters
         ----------
@@ -310,32 +384,111 @@ class OnePosteriorSample:
             ``(alpha, beta)`` of the Beta prior (default ``(1, 1)``), or the Dirichlet
             concentration (default ones). The prior is truncated like the posterior.
         rng : numpy.random.Generator, optional
-            ``None``: a generator seeded from OS entropy. Unlike the mechanisms' ``release``,
-            this is not a cryptographically secure source, and a floating-point draw can leak
-            through its low-order bits (as for the float Laplace mechanism, Mironov 2012):
-            use it to study OPS, not for real releases.
+            ``None`` (the default): random words from the operating system's secure source,
+            for real releases. A ``Generator``: reproducible words (simulations; the same
+            exact law). With ``allow_float=True`` also an int seed, and ``None`` is then a
+            generator seeded from OS entropy.
+        resolution : int, optional
+            ``M`` of the grid ``θ = p0 + (1 - K p0) m / M`` (module docstring): the draw is a
+            grid point, ``(1 - K p0) / M`` apart. Default: ``4096`` for ``K = 2``, halved
+            until the grid has at most ``2**17`` points for larger ``K``; at most ``2**20``
+            points.
+        allow_float : bool, default False
+            ``False``: the exact draw on the grid (module docstring): its ``guarantee()``
+            holds with no rounding. ``True``: opt in to the continuous posterior drawn in
+            floating point from a numpy ``Generator`` (inverse CDF or rejection), for
+            simulations: its low-order bits and its rounded law leak (Mironov 2012), so the
+            guarantee is not exact.
 
         Returns
         -------
         float or numpy.ndarray
             ``θ`` (a float in ``[p0, 1 - p0]``, or a probability vector with entries
             ``>= p0``).
+
+        Raises
+        ------
+        ValueError
+            Naming ``data``, ``prior`` or ``resolution``.
+        TypeError
+            Naming ``rng`` or ``allow_float``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+        >>> theta = ops.sample(np.array([1, 0, 1, 1]), resolution=8)  # secure source
+        >>> theta in {0.1 + 0.8 * m / 8 for m in range(9)}
+        True
         """
-        rng = np.random.default_rng(rng)
+        if not isinstance(allow_float, bool | np.bool_):
+            raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
         counts = self._counts(data)
-        t = self.temperature
+        alpha = self._alpha(prior)
+        if allow_float:
+            return self._sample_float(counts, alpha, np.random.default_rng(rng))
+        check_rng(rng)
+        points, q, r, d = self._grid_law(counts, alpha, resolution)
+        j = int(sample_exponential_mechanism(q, r, d, size=1, rng=rng)[0])
+        if self.family == "beta_bernoulli":
+            return float(points[j, 1])
+        return points[j].copy()
+
+    def _alpha(self, prior) -> np.ndarray:
+        """The concentration per category (``(beta, alpha)`` for Bernoulli records)."""
         if self.family == "beta_bernoulli":
             a, b = (1.0, 1.0) if prior is None else (float(prior[0]), float(prior[1]))
             if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
                 raise ValueError(f"prior must be two finite positive numbers, got {prior!r}")
-            p0 = self.truncation
-            return float(
-                truncated_beta_rvs(a + counts[1] / t, b + counts[0] / t, p0, 1 - p0, rng=rng)
-            )
+            return np.array([b, a])
         alpha = np.ones(self.n_categories) if prior is None else np.asarray(prior, np.float64)
         if alpha.shape != (self.n_categories,) or not np.all(np.isfinite(alpha) & (alpha > 0)):
             raise ValueError(f"prior must be {self.n_categories} finite positive numbers")
+        return alpha
+
+    def _sample_float(self, counts, alpha, rng):
+        t = self.temperature
+        if self.family == "beta_bernoulli":
+            p0 = self.truncation
+            return float(
+                truncated_beta_rvs(
+                    alpha[1] + counts[1] / t, alpha[0] + counts[0] / t, p0, 1 - p0, rng=rng
+                )
+            )
         return _dirichlet_rejection(alpha + counts / t, self.truncation, rng)
+
+    def _grid_law(self, counts, alpha, resolution):
+        """``(points, q, r, d)``: the grid and the exact law's gammas (module docstring)."""
+        k, p0 = self.n_categories, self.truncation
+        if resolution is None:
+            resolution = _default_resolution(k)
+        if isinstance(resolution, bool | np.bool_) or not isinstance(resolution, int | np.integer):
+            raise ValueError(f"resolution must be a positive integer, got {resolution!r}")
+        m = int(resolution)
+        if m < 1 or _n_compositions(m, k) > _MAX_GRID_POINTS:
+            raise ValueError(
+                f"resolution must be >= 1 with at most {_MAX_GRID_POINTS} grid points "
+                f"(C(M + K - 1, K - 1) for K = {k}), got {resolution!r}"
+            )
+        points = p0 + (1.0 - k * p0) * (_compositions(m, k) / m)
+        logt = np.log(points)
+        lq = np.rint(logt / OPS_GRID).astype(np.int64)
+        c = counts.astype(np.int64)
+        if int(c.sum()) * int(np.abs(lq).max()) >= _INT_LIMIT:
+            raise ValueError("data: too many records for the exact draw's integer utility")
+        units = lq @ c
+        delta_units = int((lq.max(1) - lq.min(1)).max())
+        log_prior = logt @ (alpha - 1.0)
+        if delta_units == 0:  # the utility does not depend on the data: the prior on the grid
+            s, t = 0, 2**24
+        else:
+            rate = _rate_below(Fraction(self.guarantee().epsilon) / (2 * delta_units))
+            s, t = (0, 2**24) if rate == 0 else (rate.numerator, rate.denominator)
+        if not np.all(np.abs(log_prior) < 1e300 / t):
+            raise ValueError("prior: the prior's log density on the grid is too large")
+        num = [s * int(u) + round(float(lp) * t) for u, lp in zip(units, log_prior, strict=True)]
+        q, r, d = log_weights_to_gammas(num, t)
+        return points, q, r, d
 
     def _counts(self, data) -> np.ndarray:
         if self.family is None:

@@ -50,8 +50,14 @@ def _hand_log_probs(data, cands, epsilon, prior):
 @pytest.mark.parametrize("prior", [1.0, 2.5])
 def test_selection_probabilities_equal_hand_softmax(prior):
     ref, delta = _hand_log_probs(DATA, CANDS, 0.7, prior)
-    got = map_selection_log_probabilities(DATA, NET, epsilon=0.7, candidates=CANDS, prior=prior)
+    got = map_selection_log_probabilities(
+        DATA, NET, epsilon=0.7, candidates=CANDS, prior=prior, allow_float=True
+    )
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+    # the exact mechanism's law (utility on the 2**-24 grid) is within 1e-6 of it (the
+    # derived bound is in tests/releases/test_exact_choice.py)
+    exact = map_selection_log_probabilities(DATA, NET, epsilon=0.7, candidates=CANDS, prior=prior)
+    assert np.max(np.abs(exact - ref)) < 1e-6
     assert map_utility_sensitivity(NET, CANDS) == pytest.approx(delta, rel=1e-14)
     # control: the softmax at twice epsilon is a different law
     assert np.max(np.abs(got - _hand_log_probs(DATA, CANDS, 1.4, prior)[0])) > 1e-2
@@ -75,31 +81,40 @@ def _chi2_p(counts, log_probs):
 
 def test_draws_follow_the_selection_law_chi_square():
     n_draws, eps = 100_000, 0.7
-    logp = map_selection_log_probabilities(DATA, NET, epsilon=eps, candidates=CANDS)
-    # private_map draws its index with _select from the same log probabilities and generator
+    logp = map_selection_log_probabilities(
+        DATA, NET, epsilon=eps, candidates=CANDS, allow_float=True
+    )
+    # the floating-point opt-in draws its index with _select from the same log probabilities
+    # and generator (the exact default: tests/releases/test_exact_choice.py)
     for seed in range(20):
-        res = private_map(DATA, NET, epsilon=eps, candidates=CANDS, rng=seed)
+        res = private_map(DATA, NET, epsilon=eps, candidates=CANDS, rng=seed, allow_float=True)
         assert res.index == _select(logp, np.random.default_rng(seed))
         for v, t in res.estimate.items():
             np.testing.assert_array_equal(t, CANDS[res.index][v])
     draws = _select(logp, np.random.default_rng(20261125), size=n_draws)
     counts = np.bincount(draws, minlength=len(CANDS))
     assert _chi2_p(counts, logp) > ALPHA
-    control = map_selection_log_probabilities(DATA, NET, epsilon=2 * eps, candidates=CANDS)
+    control = map_selection_log_probabilities(
+        DATA, NET, epsilon=2 * eps, candidates=CANDS, allow_float=True
+    )
     assert _chi2_p(counts, control) < ALPHA
 
 
-def _max_privacy_loss(net, cands, epsilon, n):
+def _max_privacy_loss(net, cands, epsilon, n, allow_float=False):
     """Exact max |log P(c | D) - log P(c | D')| over all datasets of n records and all their
-    replace-one neighbours."""
+    replace-one neighbours (the exact mechanism's law by default)."""
     joint = list(itertools.product(*(range(k) for k in net.cardinalities)))
     worst = 0.0
     for data in itertools.product(joint, repeat=n):
-        lp = map_selection_log_probabilities(list(data), net, epsilon=epsilon, candidates=cands)
+        lp = map_selection_log_probabilities(
+            list(data), net, epsilon=epsilon, candidates=cands, allow_float=allow_float
+        )
         for i, y in itertools.product(range(n), joint):
             nb = list(data)
             nb[i] = y
-            lq = map_selection_log_probabilities(nb, net, epsilon=epsilon, candidates=cands)
+            lq = map_selection_log_probabilities(
+                nb, net, epsilon=epsilon, candidates=cands, allow_float=allow_float
+            )
             worst = max(worst, float(np.max(np.abs(lp - lq))))
     return worst
 
@@ -114,19 +129,24 @@ SINGLE_CANDS = [{"a": [0.9, 0.1]}, {"a": [0.1, 0.9]}]
 def test_exact_privacy_loss_within_epsilon(net, cands, n):
     eps = 1.0
     assert _max_privacy_loss(net, cands, eps, n) <= eps + 1e-12
+    assert _max_privacy_loss(net, cands, eps, n, allow_float=True) <= eps + 1e-12
 
 
 def test_half_sensitivity_control_exceeds_epsilon():
     # Delta / 2 in place of Delta is the softmax at 2 epsilon: its loss must exceed epsilon
     # (exact value: log sigmoid(-2) - log sigmoid(-4) = 1.8909 at the all-ones dataset)
-    loss = _max_privacy_loss(SINGLE, SINGLE_CANDS, 2.0, 4)
+    loss = _max_privacy_loss(SINGLE, SINGLE_CANDS, 2.0, 4, allow_float=True)
     assert loss > 1.5
     ref = np.log(1 / (1 + np.exp(2.0))) - np.log(1 / (1 + np.exp(4.0)))
     assert loss == pytest.approx(ref, rel=1e-12)
+    # the exact mechanism at twice the rate: the same loss up to the utility grid's rounding
+    assert _max_privacy_loss(SINGLE, SINGLE_CANDS, 2.0, 4) == pytest.approx(ref, abs=1e-6)
 
 
 def test_guarantee_is_pure_epsilon():
-    g = private_map(DATA, NET, epsilon=0.7, candidates=CANDS, rng=1).guarantee()
+    g = private_map(
+        DATA, NET, epsilon=0.7, candidates=CANDS, rng=np.random.default_rng(1)
+    ).guarantee()
     assert (g.epsilon, g.delta) == (0.7, 0.0)
 
 

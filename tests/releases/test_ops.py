@@ -147,7 +147,9 @@ def test_ops_sample_is_the_tempered_truncated_posterior(rng):
     ops = OnePosteriorSample.beta_bernoulli(0.5, 0.2)
     data = np.array([1] * 30 + [0] * 10)
     t = ops.temperature
-    x = np.array([ops.sample(data, prior=(2.0, 1.0), rng=rng) for _ in range(6000)])
+    x = np.array(
+        [ops.sample(data, prior=(2.0, 1.0), rng=rng, allow_float=True) for _ in range(6000)]
+    )
     assert_gof(ks_gof(x, _trunc_cdf(2 + 30 / t, 1 + 10 / t, 0.2, 0.8)), what="OPS law")
     # negative controls: the untempered posterior, and Foulds's whole-joint tempering
     assert_rejects(ks_gof(x, _trunc_cdf(2 + 30, 1 + 10, 0.2, 0.8)), what="T = 1")
@@ -156,13 +158,13 @@ def test_ops_sample_is_the_tempered_truncated_posterior(rng):
 
 def test_dirichlet_ops_sample(rng):
     ops = OnePosteriorSample.dirichlet_categorical(1.0, 0.05, 3)
-    th = ops.sample(np.array([0, 0, 1, 2, 2, 2]), rng=rng)
+    th = ops.sample(np.array([0, 0, 1, 2, 2, 2]), rng=rng, allow_float=True)
     assert th.shape == (3,) and np.all(th >= 0.05) and th.sum() == pytest.approx(1.0)
     # K = 2 is the Beta case: the first coordinate follows the truncated Beta law
     ops2 = OnePosteriorSample.dirichlet_categorical(1.0, 0.2, 2)
     data = np.array([1] * 12 + [0] * 4)
     t = ops2.temperature
-    x = np.array([ops2.sample(data, rng=rng)[1] for _ in range(3000)])
+    x = np.array([ops2.sample(data, rng=rng, allow_float=True)[1] for _ in range(3000)])
     assert_gof(ks_gof(x, _trunc_cdf(1 + 12 / t, 1 + 4 / t, 0.2, 0.8)), what="dirichlet K=2")
     assert_rejects(ks_gof(x, _trunc_cdf(1 + 12, 1 + 4, 0.2, 0.8)), what="untempered")
     with pytest.raises(ValueError, match=r"0\.\.1"):
@@ -200,4 +202,5 @@ def test_dirichlet_ops_refuses_when_the_truncated_region_has_no_mass(rng):
     ops = OnePosteriorSample.dirichlet_categorical(100.0, 0.3, 3)  # T = 1: the posterior itself
     assert ops.temperature == 1.0
     with pytest.raises(RuntimeError, match="tempered_likelihood"):
-        ops.sample(np.zeros(3000, dtype=int), rng=rng)  # Dirichlet(3001, 1, 1): P(region) ~ 0
+        # Dirichlet(3001, 1, 1): P(region) ~ 0
+        ops.sample(np.zeros(3000, dtype=int), rng=rng, allow_float=True)
