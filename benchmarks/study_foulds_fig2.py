@@ -55,7 +55,11 @@ def one_repeat(n: int, rng: np.random.Generator, ops: dict) -> dict[str, float]:
     x = (rng.random(n) < P_TRUE).astype(np.int64)
     s = int(x.sum())
     rel = release_sufficient_statistics(
-        x, "bernoulli", mechanism=functools.partial(Laplace, epsilon=EPS), rng=rng
+        x,
+        "bernoulli",
+        mechanism=functools.partial(Laplace, epsilon=EPS),
+        rng=rng,
+        allow_float=True,  # the paper's floating-point Laplace noise (a simulation)
     )
     plugin = rel.plugin_posterior(PRIOR)
     w = rel.noise_aware_count_posterior(PRIOR)
@@ -68,7 +72,8 @@ def one_repeat(n: int, rng: np.random.Generator, ops: dict) -> dict[str, float]:
         "noise-aware mean": float(w @ (PRIOR[0] + np.arange(n + 1)) / (sum(PRIOR) + n)),
     }
     for p0, o in ops.items():
-        out[f"OPS p0={p0:g}"] = o.sample(x, prior=PRIOR, rng=rng)
+        # the paper's continuous draw (the default is exact on a grid, from a secure source)
+        out[f"OPS p0={p0:g}"] = o.sample(x, prior=PRIOR, rng=rng, allow_float=True)
     return out
 
 

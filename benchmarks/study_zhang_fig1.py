@@ -159,7 +159,11 @@ def one_repeat(epsilon, rng, *, noise_aware=None) -> dict[str, float]:
     train, test = data[:N_TRAIN], data[N_TRAIN:]
     net = naive_bayes_network()
     rel = release_bayes_net_counts(
-        train, net, mechanism=functools.partial(Laplace, epsilon=epsilon), rng=rng
+        train,
+        net,
+        mechanism=functools.partial(Laplace, epsilon=epsilon),
+        rng=rng,
+        allow_float=True,  # the paper's floating-point Laplace noise (a simulation)
     )
     tables = bayes_net_count_tables(train, net)
     nonpriv = {v: 1.0 + t.astype(np.float64) for v, t in tables.items()}
