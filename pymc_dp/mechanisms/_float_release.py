@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_allow_float"]
+__all__ = ["check_allow_float", "uniform_from_two_words"]
 
 
 def check_allow_float(allow_float, owner: str, exact: str) -> None:
@@ -41,3 +41,30 @@ def check_allow_float(allow_float, owner: str, exact: str) -> None:
             "source), or pass allow_float=True to opt in to the floating-point release (for "
             "simulations)"
         )
+
+
+def uniform_from_two_words(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    """Uniform doubles on ``(0, 1)`` with 52 significant bits at every binary scale.
+
+    ``u = (2^52 + 2m + 1) 2^-(53 + N)`` with ``m`` the top 51 bits of ``w1`` (bits 13-63; the
+    low bits stay free for a sign) and ``N`` the number of trailing zero bits of ``w2``
+    (``P(N = n) = 2^-(n+1)`` for ``n <= 63``; ``N = 64`` when ``w2 = 0``): ``u`` lies in
+    ``[2^-(N+1), 2^-N)`` with probability ``2^-(N+1)``, uniform there on a grid of ``2^51``
+    points. The smallest ``u`` is about ``2^-65``: the mass below it (``2^-65``) is drawn in
+    ``[2^-65, 2^-64)`` instead (a total-variation error of ``2^-65``). A one-word uniform
+    ``(m + 1/2) 2^-53`` stops at ``2^-54``.
+
+    Examples
+    --------
+    >>> w = np.array([0, 2**64 - 1], dtype=np.uint64)
+    >>> uniform_from_two_words(w, np.array([1, 0], dtype=np.uint64)).tolist() == [
+    ...     0.5 + 2.0**-53, (2.0**53 - 1) * 2.0**-117]
+    True
+    """
+    w1, w2 = np.asarray(w1, dtype=np.uint64), np.asarray(w2, dtype=np.uint64)
+    m = (w1 >> np.uint64(13)).astype(np.float64)  # 51 bits, exact in float64
+    low = w2 & (~w2 + np.uint64(1))  # lowest set bit (0 when w2 == 0)
+    with np.errstate(divide="ignore"):
+        ntz = np.where(w2 == np.uint64(0), 64.0, np.log2(low.astype(np.float64)))
+    mant = 4503599627370496.0 + 2.0 * m + 1.0  # 2^52 + 2m + 1 < 2^53: exact
+    return np.ldexp(mant, -(53 + ntz.astype(np.int64)))

@@ -43,9 +43,9 @@ from pymc_dp.accounting import (
     quadratic_rho,
 )
 from pymc_dp.kernels import noise_logpdf as _noise_logpdf
-from pymc_dp.kernels.exact_sampling import check_rng, secure_uniform
+from pymc_dp.kernels.exact_sampling import check_rng, random_words
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms._float_release import check_allow_float
+from pymc_dp.mechanisms._float_release import check_allow_float, uniform_from_two_words
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
@@ -127,8 +127,10 @@ class Gaussian(Mechanism):
     True
     >>> Gaussian(rho=0.5, sensitivity=2.0).sigma
     2.0
-    >>> Gaussian(sigma=2.0).guarantee()
+    >>> Gaussian(sigma=2.0, sensitivity=1.0).guarantee()
     PrivacyGuarantee(epsilon=inf, delta=0.0, rho=0.125)
+    >>> Gaussian(sigma=2.0).guarantee().claimed  # a noise scale alone claims nothing
+    False
     """
 
     family = "gaussian"
@@ -247,12 +249,24 @@ class Gaussian(Mechanism):
     def sample_noise(self, size, rng=None) -> np.ndarray:
         """Draw N(0, σ²) noise of shape ``size``.
 
-        ``rng=None``: ``σ ndtri(u)`` with ``u`` a 53-bit uniform from ``os.urandom`` (largest
-        ``|Z|`` about ``8.3σ``; neglected tail mass about ``1e-16``). Otherwise
-        ``rng.normal``.
+        ``rng=None``: two words from ``os.urandom`` per draw: a random sign times
+        ``σ isf(u/2)`` (``isf = -ndtri``), ``|Z| = isf(U/2)`` having the law of a standard
+        normal's modulus, with ``u`` uniform on ``(0, 1)`` at 52 significant bits down to
+        ``2^-65`` (:func:`~pymc_dp.mechanisms._float_release.uniform_from_two_words`): the
+        largest ``|Z|`` is about ``9.2σ`` and the tail beyond has mass ``2^-65``, drawn just
+        inside it (a one-word ``ndtri(u)`` stopped at ``8.3σ``, tail mass about ``6e-17``).
+        Otherwise ``rng.normal``.
         """
         if rng is None:
-            return self.sigma * special.ndtri(secure_uniform(size))
+            shape = (
+                tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
+            )
+            n = math.prod(shape)
+            w = random_words(2 * n).view(np.uint64)
+            w1, w2 = w[:n], w[n:]
+            sign = np.where((w1 & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
+            z = -special.ndtri(0.5 * uniform_from_two_words(w1, w2))
+            return (self.sigma * sign * z).reshape(shape)
         check_rng(rng)
         return rng.normal(0.0, self.sigma, size=size)
 

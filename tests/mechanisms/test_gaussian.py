@@ -159,9 +159,26 @@ def test_release_shapes_rng_and_secure_range(rng):
     )
     assert m.sample_noise((3, 2)).shape == (3, 2) and np.ndim(m.sample_noise(())) == 0
     z = m.sample_noise(100_000)
-    assert np.all(np.isfinite(z)) and np.max(np.abs(z)) < 8.3 * 1.5 * 1.0001
+    assert np.all(np.isfinite(z)) and np.max(np.abs(z)) < 9.23 * 1.5
     with pytest.raises(TypeError, match="Generator"):
         m.sample_noise(3, rng=1)
+
+
+def test_secure_noise_tail_from_two_words(monkeypatch):
+    """The secure draw's extreme words: w2 = 0 gives u near 2^-65 and |Z| = isf(u/2) = 9.2
+    sigma (scipy's isf as the reference), the sign is bit 0 of w1; control: the one-word draw
+    stopped at 8.37 sigma."""
+    import pymc_dp.mechanisms.gaussian as gmod
+
+    w1 = np.array([1, 0, 2**64 - 1, 2**13], dtype=np.uint64)
+    w2 = np.array([0, 0, 1, 2**40], dtype=np.uint64)
+    monkeypatch.setattr(gmod, "random_words", lambda n, rng=None: np.concatenate([w1, w2]))
+    z = Gaussian(sigma=2.0).sample_noise(4)
+    u = np.array([(2.0**52 + 1) * 2.0**-117, (2.0**52 + 1) * 2.0**-117,
+                  (2.0**53 - 1) * 2.0**-53, (2.0**52 + 3) * 2.0**-93])  # fmt: skip
+    ref = 2.0 * np.array([1, -1, 1, -1]) * stats.norm.isf(u / 2)
+    np.testing.assert_allclose(z, ref, rtol=1e-14, atol=0)
+    assert abs(z[0]) > 9.2 * 2.0 > 2.0 * stats.norm.isf(2.0**-55)
 
 
 def test_noise_dist_is_float64_normal():
