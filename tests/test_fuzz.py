@@ -148,7 +148,11 @@ CONSTRUCTORS = [
 
 
 def _check_guarantee(mech, kwargs):
-    g = mech.guarantee()
+    if mech.has_privacy_claim:
+        g = mech.guarantee()
+    else:  # given by its noise scale only: no privacy claim (issue 24); check its map at 1
+        assert mech.guarantee() == pmdp.PrivacyGuarantee.no_claim()
+        g = mech.map(mech.sensitivity)
     assert isinstance(g.epsilon, float) and isinstance(g.delta, float)
     assert not math.isnan(g.epsilon) and g.epsilon > 0
     assert 0.0 <= g.delta < 1.0
