@@ -153,7 +153,7 @@ class Laplace(Mechanism):
     PrivacyGuarantee(epsilon=0.5, delta=0.0, rho=None)
     >>> bool(m.logpdf(0.0) == -np.log(8.0))
     True
-    >>> Laplace(scale=2.0).epsilon
+    >>> Laplace(scale=2.0, sensitivity=1.0).epsilon  # Laplace(scale=2.0) alone claims nothing
     0.5
     """
 
