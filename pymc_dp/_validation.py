@@ -29,8 +29,17 @@ INT_RANGE = 2**62
 REAL_RANGE = 1e300
 
 
+def _is_date_or_duration(value) -> bool:
+    # np.timedelta64 subclasses np.signedinteger, so it passes isinstance(., numbers.Real)
+    return isinstance(value, np.timedelta64 | np.datetime64)
+
+
 def _as_real(name: str, value) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+    if (
+        isinstance(value, bool | np.bool_)
+        or _is_date_or_duration(value)
+        or not isinstance(value, numbers.Real)
+    ):
         raise TypeError(
             f"{name} must be a real number, got {value!r} of type {type(value).__name__}"
         )
@@ -58,7 +67,11 @@ def as_unit_open(name: str, value) -> float:
 
 def as_positive_int(name: str, value) -> int:
     """Return ``value`` as an int if it is an integer >= 1 (integral floats are refused)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+    if (
+        isinstance(value, bool | np.bool_)
+        or _is_date_or_duration(value)
+        or not isinstance(value, numbers.Integral)
+    ):
         raise TypeError(
             f"{name} must be a positive integer, got {value!r} of type {type(value).__name__}"
         )

@@ -105,9 +105,8 @@ def _check_array(values, *, integer: bool, where: str = "") -> np.ndarray:
     if hasattr(values, "to_numpy") and hasattr(values, "isnull"):  # pandas
         values = values.to_numpy()
     values = np.asarray(np.ma.getdata(values))
-    if values.dtype == object or not (
-        np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)
-    ):
+    # by kind: timedelta64 ("m") is a subtype of np.integer
+    if values.dtype.kind not in "iuf":
         raise TypeError(
             f"{what} must hold real numbers (integers or floats), got dtype {values.dtype}" + where
         )

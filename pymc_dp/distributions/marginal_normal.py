@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.gradient import zero_grad
 
 __all__ = ["log_erfcx", "log_ndtr", "normal_gaussian_logp", "normal_laplace_logp"]
 
@@ -143,5 +144,10 @@ def normal_gaussian_logp(value, mu, sigma, s):
     """
     value = pt.as_tensor_variable(value).astype("float64")
     s = pt.as_tensor_variable(s).astype("float64")
-    var = pt.sqr(sigma) + pt.sqr(s)
-    return -_HALF * (np.float64(np.log(2 * np.pi)) + pt.log(var)) - _HALF * pt.sqr(value - mu) / var
+    # scale = hypot(sigma, s), scaled by the larger so that sigma^2 cannot overflow (it did at
+    # sigma = 1.4e154: -inf for a density of about 1e-155); the factor is constant for the
+    # gradient (the expression does not depend on it)
+    big = zero_grad(pt.maximum(pt.abs(sigma), s))
+    scale = big * pt.sqrt(pt.sqr(sigma / big) + pt.sqr(s / big))
+    u = (value - mu) / scale
+    return -(np.float64(0.5 * np.log(2 * np.pi)) + pt.log(scale)) - _HALF * pt.sqr(u)

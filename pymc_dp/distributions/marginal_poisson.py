@@ -165,8 +165,10 @@ def _conv_logp_dmu(z, mu, a, logc):
     *Gradient*), so it needs no evaluation at ``z - 1``, which float64 cannot represent once
     ``|z| > 2**53``.
     """
-    if not (mu >= 0.0) or not math.isfinite(z) or not math.isfinite(mu):
+    if not (mu >= 0.0) or math.isnan(z) or not math.isfinite(mu):
         return np.nan, np.nan
+    if not math.isfinite(z):  # every term e^{-a |z - y|} is 0 at z = +-inf
+        return -np.inf, 0.0
     n = np.floor(z)
     lam1 = mu * math.exp(a)
     lam2 = mu * math.exp(-a)

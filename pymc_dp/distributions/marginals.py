@@ -67,8 +67,11 @@ log-concave), each side also has the bound of a geometric series of ``h`` itself
 ``hi`` the increments of ``h`` are at most ``s = h(hi + 1) - h(hi) < 0``, so the neglected
 sum is at most ``e^{h(hi + 1)} / (1 - e^{s})`` (and the mirror image below ``lo``); the
 smaller bound is used. At run time the sum ``B`` of the two bounds is checked against the
-computed partial sum ``S``: ``log B - log S <= log(1e-12)``, so the relative error of
-``p(z)`` is at most 1e-12. Where the check fails, the log-likelihood is ``-inf``: never a
+computed partial sum ``S``: ``log1p(B / S) <= 1e-12 max(1, |log S|)``, so the error of
+``log p(z)`` is at most 1e-12, relative where ``|log p(z)| > 1`` (float64 holds ``log p`` to
+about 1e-16 of itself: at ``log p = -6e15`` the absolute error cannot be 1e-12). The grid
+stays within ``[0, 2**53]``, where float64 holds every integer. Where the check fails, the
+log-likelihood is ``-inf``: never a
 silently wrong number (``tests/distributions/test_marginals.py`` forces failures with a
 narrow window).
 
@@ -399,8 +402,9 @@ def _(op, params):
 
 @_register_base(_conditions, pm.Normal)
 def _(op, params):
-    _, sigma = params
-    return [sigma > 0], "sigma > 0"
+    mu, sigma = params
+    # finite: a NaN mean made the closed forms NaN, an infinite sigma NaN (inf / inf)
+    return [sigma > 0, pt.isfinite(mu), pt.isfinite(sigma)], "sigma > 0, mu and sigma finite"
 
 
 def _parameter_conditions(base_rv):
@@ -486,7 +490,8 @@ def poisson_laplace(value, base_rv, mechanism):
 def normal_laplace(value, base_rv, mechanism):
     """Normal + Laplace noise: closed form, see :mod:`.marginal_normal`."""
     mu, sigma = _params(base_rv)
-    sigma = _valid_or(sigma, sigma > 0, 1.0)
+    mu = _valid_or(mu, pt.isfinite(mu), 0.0)
+    sigma = _valid_or(sigma, (sigma > 0) & pt.isfinite(sigma), 1.0)
     lp = marginal_normal.normal_laplace_logp(value, mu, sigma, np.float64(mechanism.scale))
     return _check_base_parameters(lp, base_rv)
 
@@ -494,7 +499,8 @@ def normal_laplace(value, base_rv, mechanism):
 def normal_gaussian(value, base_rv, mechanism):
     """Normal + Gaussian noise: a Normal with variance ``sigma^2 + s^2``."""
     mu, sigma = _params(base_rv)
-    sigma = _valid_or(sigma, sigma > 0, 1.0)
+    mu = _valid_or(mu, pt.isfinite(mu), 0.0)
+    sigma = _valid_or(sigma, (sigma > 0) & pt.isfinite(sigma), 1.0)
     lp = marginal_normal.normal_gaussian_logp(value, mu, sigma, np.float64(mechanism.sigma))
     return _check_base_parameters(lp, base_rv)
 
@@ -1001,7 +1007,9 @@ def _window_and_mode(value, base_rv, mechanism):
     w = _window_halfwidth(mechanism)
     near = np.float64(_window_halfwidth(mechanism, _NEAR_NATS))
     center, width, _, _ = _count_tails(base_rv)
-    limit = np.float64(2.0**52)
+    # the grid start + arange(length) stays within [0, 2**53], where float64 holds every
+    # integer (observations reach 2**53: with a limit of 2**52 the window missed their mass)
+    limit = np.float64(2.0**53)
     c = pt.floor(value) if not mechanism.integer else pt.round(value)
     c = pt.clip(c, 0.0, limit)
     cap = pt.maximum(MAX_GRID_CELLS // pt.maximum(value.size, 1), 1)
@@ -1027,6 +1035,7 @@ def _window_and_mode(value, base_rv, mechanism):
     end = pt.switch(use_b, end_b, end_a)
     length = pt.max(end - start).astype("int64") + 1
     length = pt.minimum(pt.maximum(length, 1), cap)
+    start = pt.minimum(start, limit - (length - 1).astype("float64"))
     return start, length, mode
 
 
@@ -1064,11 +1073,41 @@ def _h(base_rv, mechanism, value, y):
     return lp + mechanism.logpdf_pt(value - y)
 
 
-def _concave_tail(h_out, h_in, concave):
+def _h_step(base_rv, mechanism, value, y):
+    """``h(y + 1) - h(y)`` from the closed-form ratios (those of :mod:`.count_mode`), or None
+    (no closed form: then the difference of the two values is used).
+
+    The difference of two values of ``h`` loses everything once ``|h|`` is large (about 100
+    absolute at ``h = -3e15``); the ratios keep the increment to a few ulps of itself.
+    """
+    try:
+        params = [pt.as_tensor_variable(q).astype("float64") for q in _params(base_rv)]
+        base, b1, b2 = _mode_base(base_rv.owner.op, params)
+        noise, q = _mode_noise(mechanism)
+    except NotImplementedError:
+        return None
+    y = pt.maximum(y, 0.0)
+    if base == count_mode.BASE_POISSON:
+        step = pt.log(b1) - pt.log1p(y)
+    else:
+        step = pt.log1p(-b2) + pt.log(y + b1) - pt.log1p(y)
+    t = value - y
+    q = np.float64(q)
+    if noise == count_mode.NOISE_EXPONENTIAL:
+        den = np.float64(0.5) * pt.abs(t - 1.0) + np.float64(0.5) * pt.abs(t)
+        ratio = (t - np.float64(0.5)) / pt.switch(pt.gt(den, 0), den, np.float64(1.0))
+        return step + q * ratio
+    return step + ((t - np.float64(0.5)) / q) / q
+
+
+def _concave_tail(h_out, h_in, concave, step=None):
     """Bound on ``log sum_{k >= 0} e^{h(y_out + k s)}`` beyond an end of a concave ``h``:
-    ``h_out - log(1 - e^{h_out - h_in})`` when ``h`` still falls outwards there, else inf."""
-    falls = pt.lt(h_out, h_in) & pt.isfinite(h_in)
-    gap = pt.switch(falls, h_out - h_in, np.float64(-1.0))
+    ``h_out - log(1 - e^{h_out - h_in})`` when ``h`` still falls outwards there, else inf.
+
+    ``step`` is ``h_out - h_in`` from closed-form ratios (:func:`_h_step`) where known."""
+    diff = h_out - h_in if step is None else step
+    falls = pt.lt(diff, 0.0) & pt.isfinite(h_in) & pt.isfinite(h_out)
+    gap = pt.switch(falls, diff, np.float64(-1.0))
     bound = pt.switch(falls, h_out - pt.log1mexp(gap), np.inf)
     return pt.switch(
         pt.as_tensor_variable(np.bool_(concave) if isinstance(concave, bool) else concave),
@@ -1269,11 +1308,18 @@ def truncated_sum_marginal(value, base_rv, mechanism):
     concave = _log_concave(base_rv, mechanism)
     h_after = _h(base_rv, mechanism, value, end + 1.0)
     h_before = _h(base_rv, mechanism, value, start - 1.0)
-    upper = pt.minimum(upper, _concave_tail(h_after, terms[-1], concave))
-    lower = pt.minimum(lower, _concave_tail(h_before, terms[0], concave))
+    step_after = _h_step(base_rv, mechanism, value, end)  # h(end + 1) - h(end)
+    step_before = _h_step(base_rv, mechanism, value, start - 1.0)  # h(start) - h(start - 1)
+    step_before = None if step_before is None else -step_before
+    upper = pt.minimum(upper, _concave_tail(h_after, terms[-1], concave, step_after))
+    lower = pt.minimum(lower, _concave_tail(h_before, terms[0], concave, step_before))
     lower = pt.switch(start > 0, lower, -np.inf)
     bound = pt.logaddexp(upper, lower)
-    ok = zero_grad(bound - lse) <= np.float64(math.log(TAIL_TOL))
+    # the error of log p is at most log1p(B / S) = softplus(log B - log S): at most TAIL_TOL,
+    # or TAIL_TOL |log p| where |log p| > 1 (float64 holds log p to about 1e-16 |log p|:
+    # at log p = -6e15 no sum is certified to an absolute 1e-12)
+    excess = pt.softplus(zero_grad(bound - lse))
+    ok = excess <= np.float64(TAIL_TOL) * pt.maximum(pt.abs(zero_grad(lse)), np.float64(1.0))
     return _check_base_parameters(pt.switch(ok, lse, -np.inf), base_rv)
 
 

@@ -235,7 +235,9 @@ class MarkovChain(Discrete):
 
         def _next(prev, trans):
             row = pt.take_along_axis(trans, prev[..., None, None], axis=-2)[..., 0, :]
-            return pt.argmax(row, axis=-1)
+            # the recurrent state keeps the static shape of ``first`` (a batch axis of length 1
+            # is static there, unknown after take_along_axis: scan refused shape=(1, T))
+            return pt.specify_shape(pt.argmax(row, axis=-1), prev.type.shape)
 
         rest = pytensor.scan(
             _next,
@@ -244,8 +246,13 @@ class MarkovChain(Discrete):
             n_steps=rv.shape[-1] - 1,
             return_updates=False,
         )
-        path = pt.concatenate([first[None], rest], axis=0)
-        return pt.moveaxis(path, 0, -1).astype("int64")
+        path = pt.concatenate([first[None], rest], axis=0).astype("int64")  # (T, *batch)
+        # time axis last by a gather into a new C-ordered array: a transpose is a
+        # Fortran-ordered view, which made numba compile the NUTS logp a second time
+        flat = path.reshape((path.shape[0], -1))
+        steps_idx = pt.arange(flat.shape[0])[None, :]
+        batch_idx = pt.arange(flat.shape[1])[:, None]
+        return flat[steps_idx, batch_idx].reshape((*batch, path.shape[0]))
 
     def logp(value, init_probs, transition, steps):
         """Exact log-probability of paths; ``-inf`` for states outside ``{0..K-1}``."""

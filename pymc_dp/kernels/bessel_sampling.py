@@ -114,6 +114,7 @@ __all__ = [
 ]
 
 _SPREAD = 1.1
+_LOG2 = math.log(2.0)
 
 #: Largest order and argument the sampler accepts. The rejection test compares values of
 #: ``g(n) = 2n log(a/2) - log n! - log Gamma(n+nu+1)``, whose float64 rounding grows like
@@ -164,10 +165,16 @@ def bessel_logpmf_scalar(n, nu, a):
             - log_skellam_kernel(nu, lam1, lam2)
         )
     # a^2/4 is negligible against nu + 1 (lam2 ~ a^2 / (4 nu) would be subnormal): with
-    # I_nu(a) = (a/2)^nu / Gamma(nu + 1) * 0F1(; nu + 1; a^2/4) and log 0F1 = lam2 (1 + O(lam2)),
-    # log P(n) = 2n log(a/2) - log n! - log[Gamma(nu + 1 + n) / Gamma(nu + 1)] - lam2,
-    # the (a/2)^nu of numerator and I_nu cancelled analytically (no cancellation at nu ~ 1e300)
-    return 2.0 * n * math.log(0.5 * a) - math.lgamma(n + 1.0) - _log_rising(nu + 1.0, n) - lam2
+    # I_nu(a) = (a/2)^nu / Gamma(nu + 1) * 0F1(; nu + 1; a^2/4),
+    # log P(n) = 2n log(a/2) - log n! - log[Gamma(nu + 1 + n) / Gamma(nu + 1)] - log 0F1,
+    # the (a/2)^nu of numerator and I_nu cancelled analytically (no cancellation at nu ~ 1e300).
+    # log(a/2) as log(a) - log(2): a/2 rounds to 0 at a = 5e-324 (then 2n log(a/2) was -inf,
+    # and 0 * -inf NaN at n = 0)
+    # log 0F1(; nu + 1; a^2/4) = a^2 / (4 (nu + 1)) (1 + O(a^2)), below 1e-280 here
+    log_f = (0.25 * a) * (a / (nu + 1.0))
+    if n == 0.0:
+        return -log_f
+    return 2.0 * n * (math.log(a) - _LOG2) - math.lgamma(n + 1.0) - _log_rising(nu + 1.0, n) - log_f
 
 
 @numba.njit(cache=True)
