@@ -429,6 +429,7 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
             # algebra is on small arrays
             warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
             self._build(model, plan, ip, ck)
+            self._warm_up(ip)
         if self.blocks == "joint":
             groups = [np.arange(self._dim)]
         else:
@@ -517,6 +518,17 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         self._noise = pm_compile(e_inputs, e_outs, **ck)
         self._noise.trust_input = True
         self._record_names = [v.name for v in r_vals]
+
+    def _warm_up(self, ip) -> None:
+        """Call the compiled functions once at the initial point: PyTensor's numba backend
+        compiles at the first call, which then happens here (as NUTS compiles before sampling)
+        and not inside the first iteration. Failures are left to the first real call."""
+        try:
+            noises = self._noise(*[np.asarray(ip[n]) for n in self._noise_input_names])
+            others = [np.asarray(ip[n]) for n in self._other_names]
+            self._target(self._theta(ip), *noises, *others)
+        except Exception:  # the step's own call reports it, with its context
+            pass
 
     # ------------------------------------------------------------------ sampling
     def setup_chain(self, rng, tune, draws):
