@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: notebooks demo test test-slow lint format bench clean venv docs
+.PHONY: notebooks demo test test-slow fuzz lint format bench clean venv docs
 
 venv: $(STAMP)
 
@@ -21,6 +21,12 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n auto -m slow
+
+# random exploration of the property-based fuzz (make test runs the same fixed cases every
+# time): new inputs every run, 10x the examples; a failure it finds becomes a fixed example
+# (see the docstring of tests/test_fuzz.py)
+fuzz: $(STAMP)
+	PYMC_DP_FUZZ_RANDOM=1 $(PY) -m pytest -q -n auto tests/test_fuzz.py tests/test_fuzz_release.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -18,8 +18,17 @@ distributions' draws (4 noise laws)                  400
 ``privacy_report``                                    60
 =============================================  ========
 
-The examples are derandomized (a fixed hypothesis seed), so CI sees the same inputs every run;
-set ``PYMC_DP_FUZZ_RANDOM=1`` to explore new ones.
+The examples are derandomized (a fixed hypothesis seed), so CI and ``make test`` see the same
+inputs every run, on every machine. Random exploration is a separate target: ``make fuzz``
+(``PYMC_DP_FUZZ_RANDOM=1``: hypothesis draws new inputs each run, 10x the examples) over this
+file and ``tests/test_fuzz_release.py``.
+
+How a found failure becomes a fixed example: hypothesis prints the failing input (the
+``Falsifying example``, with the values of every ``data.draw`` label); fix the bug, then add the
+input to the ``FOUND_*`` table of the entry point it hit (tests that draw with ``st.data()``
+cannot take ``@example``, so each table feeds a parametrized test that runs the same check on
+its rows), and add a regression test against an independent reference (mpmath, brute-force sums)
+in ``tests/test_residue_numeric.py``. The table rows run in every default run.
 """
 
 from __future__ import annotations
@@ -46,9 +55,18 @@ import pymc_dp as pmdp
 #: seconds one example may take before it counts as a hang
 TIME_BOUND = 20.0
 
+#: ``make fuzz`` sets this: random exploration (new inputs every run) instead of the fixed cases
+RANDOM = bool(os.environ.get("PYMC_DP_FUZZ_RANDOM"))
+
+
+def _n(examples: int) -> int:
+    """Examples per test: the fixed count, or ten times more under ``make fuzz``."""
+    return 10 * examples if RANDOM else examples
+
+
 FUZZ = settings(
     deadline=None,
-    derandomize=not os.environ.get("PYMC_DP_FUZZ_RANDOM"),
+    derandomize=not RANDOM,
     database=None,
     # no shrinking: a failure is reported as found, in bounded time
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
@@ -180,7 +198,7 @@ def _check_guarantee(mech, kwargs):
 
 
 @pytest.mark.parametrize(("cls", "args"), CONSTRUCTORS, ids=lambda v: str(v))
-@settings(FUZZ, max_examples=600)
+@settings(FUZZ, max_examples=_n(600))
 @given(data=st.data())
 def test_mechanism_constructors(cls, args, data):
     kwargs = {}
@@ -232,7 +250,7 @@ EXTREME_INTS = st.sampled_from(
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=_n(300))
 @given(
     x=st.one_of(
         st.floats(allow_nan=False, allow_infinity=True),
@@ -281,12 +299,14 @@ VALUES = st.one_of(
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=_n(300))
 @given(values=VALUES)
 def test_release(name, values):
     mech = MECHANISMS[name]
     rng = np.random.default_rng(0)
-    out, exc = call(mech.release, values, rng=rng, names=("values",))
+    # the floating-point path needs its explicit opt-in (tests/test_fuzz_release.py fuzzes both)
+    kwargs = {} if mech.integer else {"allow_float": True}
+    out, exc = call(mech.release, values, rng=rng, names=("values",), **kwargs)
     if exc is not None:
         return
     arr = np.asarray(values)
@@ -381,12 +401,52 @@ PARAM = st.one_of(
 
 
 @pytest.mark.parametrize("name", sorted(NOISE_DISTS))
-@settings(FUZZ, max_examples=400)
+@settings(FUZZ, max_examples=_n(400))
 @given(data=st.data())
 def test_noise_distribution_logp(name, data):
-    _, params, ref_fn = NOISE_DISTS[name]
+    _, params, _ = NOISE_DISTS[name]
     vals = [data.draw(PARAM, label=p) for p in params]
     k = data.draw(st.one_of(st.integers(-50, 50), EXTREME_INTS), label="value")
+    _check_noise_logp(name, vals, k)
+
+
+#: inputs the fuzz (or a review) found failing, kept as fixed examples: (name, params, value)
+FOUND_NOISE_LOGP = [
+    # NaN log-density found by a random run of issue 24 (a fresh clone's make test)
+    ("Bessel", (1.9, 9.009463052461551e259), 2**63 - 1),
+    # issue 24's hostile-input review: -inf, NaN at subnormal / huge a, reported hangs
+    ("Bessel", (0.0, 5e-324), 0),
+    ("Bessel", (0.0, 5e-324), 1),
+    ("Bessel", (216.6, 5e-324), 1),
+    ("Bessel", (0.0, 4e297), 0),
+    ("Bessel", (0.0, 4e297), 2**63 - 1),
+    ("Bessel", (1e6, 1.2e160), 679),
+    ("Bessel", (216.6, 4.2e216), 8046),
+]
+
+
+def _bessel_mpmath(k, nu, a):
+    """Bessel log-pmf in mpmath, with the working precision above the terms' magnitudes."""
+    k, nu, a = mpmath.mpf(int(k)), mpmath.mpf(nu), mpmath.mpf(a)
+    big = max(abs(k * mpmath.log(a + 2)), a, nu * mpmath.log(nu + 2), k * mpmath.log(k + 2), 10)
+    with mpmath.workdps(int(40 + mpmath.log10(big))):
+        log_i = mpmath.log(mpmath.besseli(nu, a, maxterms=10**6))
+        lp = (2 * k + nu) * mpmath.log(a / 2) - log_i
+        return float(lp - mpmath.loggamma(k + 1) - mpmath.loggamma(k + nu + 1))
+
+
+@pytest.mark.parametrize(("name", "vals", "k"), FOUND_NOISE_LOGP)
+def test_noise_distribution_logp_found(name, vals, k):
+    """The fuzz's found failures, re-run through the same check every run, and against mpmath."""
+    _check_noise_logp(name, list(vals), k)
+    if name == "Bessel":
+        lp = float(_compiled(name, "logp")(*vals, k))
+        ref = _bessel_mpmath(k, *vals)
+        assert lp == pytest.approx(ref, rel=1e-10, abs=1e-10)
+
+
+def _check_noise_logp(name, vals, k):
+    _, params, ref_fn = NOISE_DISTS[name]
     fn = _compiled(name, "logp")
     lp, exc = call(fn, *vals, k, names=params)
     if exc is not None:
@@ -408,7 +468,7 @@ def test_noise_distribution_logp(name, data):
 
 
 @pytest.mark.parametrize("name", sorted(NOISE_DISTS))
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=_n(100))
 @given(data=st.data())
 def test_noise_distribution_draws(name, data):
     _, params, _ = NOISE_DISTS[name]
@@ -467,7 +527,7 @@ def _poisson_geometric_ref(z, lam, mech):
     return np.array(out)
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=_n(150))
 @given(observed=OBSERVED, shape=st.sampled_from([None, None, (2,), (4,)]))
 def test_privatized_build(observed, shape):
     """Built with any observed data: refused naming it, or the model holds it exactly."""
@@ -503,7 +563,7 @@ def privatized_data_model():
     return model, logp, mech
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=_n(300))
 @given(observed=OBSERVED)
 def test_privatized_set_data(privatized_data_model, observed):
     """``pm.set_data`` gets the same refusal as the build; accepted data give the exact marginal."""
@@ -546,7 +606,7 @@ RELEASED = st.one_of(
 )
 
 
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=_n(250))
 @given(value=RELEASED)
 def test_release_set_data(release_data_model, value):
     model, logp, mech = release_data_model
@@ -565,7 +625,7 @@ def test_release_set_data(release_data_model, value):
     assert_logp(lp, ref, discrete=False, rtol=1e-12)
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=_n(100))
 @given(value=RELEASED, integer=st.booleans())
 def test_release_build(value, integer):
     mech = MECHANISMS["geometric" if integer else "laplace"]
@@ -600,7 +660,7 @@ MECH_CHOICES = st.sampled_from(
 )
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=_n(60))
 @given(
     nodes=st.lists(
         st.tuples(st.sampled_from(["privatized", "release", "unobserved"]), MECH_CHOICES),
