@@ -35,6 +35,7 @@ from pymc_dp.distributions.marginals import register_marginal, registered_margin
 from pymc_dp.distributions.markov_chain import MarkovChain
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.distributions.release import Release
+from pymc_dp.distributions.sensitivity import SensitivityProofWarning, prove_sensitivity
 from pymc_dp.distributions.skellam import Skellam
 from pymc_dp.log_likelihood import (
     compute_log_likelihood,
@@ -43,10 +44,17 @@ from pymc_dp.log_likelihood import (
 )
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+from pymc_dp.mechanisms.discretized import Discretized
 from pymc_dp.mechanisms.gaussian import Gaussian
 from pymc_dp.mechanisms.geometric import Geometric
 from pymc_dp.mechanisms.laplace import Laplace
-from pymc_dp.privacy import PrivacyReport, attach_privacy, privacy_report
+from pymc_dp.privacy import (
+    ParallelGroup,
+    PrivacyReport,
+    attach_privacy,
+    install_privacy_hook,
+    privacy_report,
+)
 from pymc_dp.releases import (
     OnePosteriorSample,
     SufficientStatisticsRelease,
@@ -81,6 +89,7 @@ __all__ = [
     "DiscreteGaussian",
     "DiscreteLaplace",
     "DiscreteNormal",
+    "Discretized",
     "Gaussian",
     "Geometric",
     "Interweave",
@@ -88,11 +97,13 @@ __all__ = [
     "MarkovChain",
     "Mechanism",
     "OnePosteriorSample",
+    "ParallelGroup",
     "PoissonFactorGibbs",
     "PrivacyGuarantee",
     "PrivacyReport",
     "Privatized",
     "Release",
+    "SensitivityProofWarning",
     "Skellam",
     "SufficientStatisticsRelease",
     "__version__",
@@ -100,6 +111,7 @@ __all__ = [
     "compose",
     "compute_log_likelihood",
     "privacy_report",
+    "prove_sensitivity",
     "register_marginal",
     "register_step_methods",
     "registered_marginals",
@@ -119,3 +131,4 @@ from pymc_dp import jax as _jax_backend  # noqa: E402, F401
 install_pymc_hook()
 install_convergence_hook()
 install_interweave_hook()
+install_privacy_hook()

@@ -385,8 +385,19 @@ def _is_mixture(op) -> bool:
 
 def _size(model, rv) -> int:
     data = model.rvs_to_values.get(rv)
+    if data is None:
+        return 1
+    # constants and pm.Data hold their value: no graph to compile (``eval`` compiles one, about
+    # a second per node with the numba backend, paid on every pm.sample through the hook)
+    held = getattr(data, "data", None)
+    if held is None and hasattr(data, "get_value"):
+        held = data.get_value(borrow=True)
+    if held is not None:
+        return int(np.size(held))
+    if all(d is not None for d in data.type.shape):
+        return int(np.prod(data.type.shape, dtype=np.int64))
     try:
-        return int(np.prod(data.shape.eval())) if data is not None else 1
+        return int(np.prod(data.shape.eval()))
     except Exception:  # a size that cannot be evaluated is reported as 1
         return 1
 

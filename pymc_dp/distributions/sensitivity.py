@@ -125,7 +125,23 @@ def _unchecked():
 
 
 class SensitivityProofWarning(UserWarning):
-    """No sensitivity bound could be proven from a release's statistic (see the message)."""
+    """No sensitivity bound could be proven from a release's statistic (see the message).
+
+    Examples
+    --------
+    Unclipped Normal records have no bounded sum, so the declared sensitivity is not proven
+    (the sampled check of the records' steps stays):
+
+    >>> import warnings
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> with pm.Model():
+    ...     x = pm.Normal("x", np.float64(0.0), np.float64(1.0), shape=5)
+    ...     with warnings.catch_warnings(record=True) as caught:
+    ...         warnings.simplefilter("always")
+    ...         _ = pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=0.5)
+    >>> any(issubclass(w.category, pmdp.SensitivityProofWarning) for w in caught)
+    True
+    """
 
 
 @dataclass(frozen=True)
