@@ -310,6 +310,11 @@ class OnePosteriorSample:
     -----
     ``temperature = max(1, 2C/ε)`` and ``guarantee() = 2C/temperature <= ε`` (module
     docstring). The guarantee holds for one draw; ``k`` draws cost ``k`` times as much.
+    :meth:`sample` draws exactly (a point of a public grid of the truncated parameter space,
+    from the secure source) so that the guarantee holds as stated; its floating-point
+    continuous draw is an opt-in (``allow_float=True``) for simulations. The PyMC route
+    (:meth:`tempered_likelihood`) cannot be exact: its guarantee holds for a converged chain
+    and up to floating point.
 
     Examples
     --------
