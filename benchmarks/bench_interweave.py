@@ -149,6 +149,12 @@ def stock_normal(rel):
 PARAMS = {"regression": ["beta", "v", "X_mu", "X_v"], "normal": ["mu", "v"]}
 
 
+def _mean_accept(acc):
+    """Mean acceptance of the kept draws; None when the move had stopped (all NaN)."""
+    vals = np.asarray(acc, dtype=np.float64)
+    return float(np.nanmean(vals)) if np.isfinite(vals).any() else None
+
+
 def run_one(model_name: str, eps: float, variant: str, seed: int = 1) -> dict:
     import arviz as az
     import pymc as pm
@@ -187,7 +193,7 @@ def run_one(model_name: str, eps: float, variant: str, seed: int = 1) -> dict:
         "wall": wall,
         "ess_per_s": float(summ["ess_bulk"].min()) / st,
         "iw_accept": (
-            float(idata.sample_stats["iw_accept"].mean())
+            _mean_accept(idata.sample_stats["iw_accept"])
             if "iw_accept" in idata.sample_stats
             else None
         ),

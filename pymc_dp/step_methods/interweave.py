@@ -70,12 +70,13 @@ Turning it off: ``pm.sample(interweave=False)``. Options: ``pm.sample(interweave
 Measured (``benchmarks/results/interweave.md``, plain ``pm.sample()`` at PyMC's default lengths,
 n = 100): on the Ju et al. (2022) regression at epsilon 0.1 / 1 / 10 the coefficients' bulk
 ESS goes from 11 / 53 / 307 without the move to 1344 / 1525 / 1085 with it, 5 to 100 times
-stock NUTS on the same model in ESS per second; the move does not pay where the centred scan
-already mixes (Normal records with epsilon 10: stock NUTS is 3 times faster per ESS there).
+stock NUTS on the same model in ESS per second. Where the centred scan already mixes (Normal
+records with epsilon 10) the move buys little for its cost, and with the default ``n_steps`` it
+stops itself in the middle of tuning (see :class:`Interweave`'s ``n_steps``).
 
 Sampler statistics: ``iw_accept`` (mean acceptance probability of the call's Metropolis-Hastings
-steps) and ``iw_scale`` (the first block's current proposal scale factor ``s``; with
-``method="hmc"`` the leapfrog step size).
+steps; NaN once the move has stopped) and ``iw_scale`` (the first block's current proposal
+scale factor ``s``; with ``method="hmc"`` the leapfrog step size).
 
 Examples
 --------
@@ -217,13 +218,13 @@ def interweave_plan(model=None, parameters=None) -> InterweavePlan | None:
     return InterweavePlan(records=moved, parameters=params, blocks=list(groups.values()))
 
 
-#: the move makes one step per call after tuning when its mean squared jump is below this
+#: the move stops (from the middle of tuning on) when its mean squared jump is below this
 #: fraction of the rest of the scan's in every unconstrained coordinate (see ``n_steps``)
 THIN_BELOW = 0.25
 
 
 class _Jumps:
-    """Mean squared jumps per unconstrained coordinate during the second half of tuning: of
+    """Mean squared jumps per unconstrained coordinate during the second quarter of tuning: of
     the move (``theta`` after the call minus before) and of the rest of the scan (``theta``
     before this call minus after the previous one)."""
 
@@ -234,13 +235,15 @@ class _Jumps:
         self.calls = 0
         self.last = None
 
-    def record(self, before: np.ndarray, after: np.ndarray, tune_len: int) -> None:
+    def record(self, before: np.ndarray, after: np.ndarray, tune_len: int) -> bool:
+        """Record one call; True at the call that ends the window (the middle of tuning)."""
         self.calls += 1
-        if self.last is not None and 2 * self.calls > tune_len:
+        if self.last is not None and 4 * self.calls > tune_len and 2 * self.calls <= tune_len:
             self.move += (after - before) ** 2
             self.scan += (before - self.last) ** 2
             self.count += 1
         self.last = after
+        return 2 * self.calls == tune_len
 
     def thin(self) -> bool:
         """Whether the move moved less than :data:`THIN_BELOW` of the scan everywhere
@@ -292,12 +295,13 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         Default ``max(10, 5 x block size)`` (block size in unconstrained coordinates). More
         steps mix better per iteration and cost more; on the benchmark models this default
         was close to the best bulk ESS per second (``benchmarks/results/interweave.md``).
-        With the default, the move also measures during the second half of tuning how far it
-        moves the parameters against how far the rest of the scan moves them (mean squared
+        With the default, the move also measures during the second quarter of tuning how far
+        it moves the parameters against how far the rest of the scan moves them (mean squared
         jump per unconstrained coordinate); where the move's jump is below
         :data:`THIN_BELOW` of the scan's in every coordinate (an informative release: the
-        centred steps already mix) it makes one step per call after tuning. Fixed after
-        tuning, so the chain is an ordinary fixed-kernel MCMC chain from then on.
+        centred steps already mix, and the move's cost per iteration buys little), it stops
+        from the middle of tuning on (``n_steps_per_block`` all 0). Fixed during tuning, so
+        the chain is an ordinary fixed-kernel MCMC chain after it.
     method : {"rwm", "hmc"}, default "rwm"
         ``"rwm"``: Gaussian random walk with adapted covariance and scale
         (:class:`~pymc_dp.kernels.interweave.AdaptiveRWM`). ``"hmc"``: ``leapfrog`` leapfrog
@@ -549,11 +553,7 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         self._jumps = _Jumps(self._dim)
 
     def stop_tuning(self):
-        """Freeze the proposal: from here on the kernel is a fixed MH kernel (with the default
-        ``n_steps``, one step per call where the move barely moved the parameters during
-        tuning: see ``n_steps``)."""
-        if self.tune and self._auto_steps and self._jumps.thin():
-            self._kernels = [(idx, kern, 1) for idx, kern, _ in self._kernels]
+        """Freeze the proposal: from here on the kernel is a fixed MH kernel."""
         self.tune = False
 
     @property
@@ -592,6 +592,9 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
         """``n_steps`` Metropolis-Hastings steps of the parameters with the standardised
         records held fixed; the records follow the parameters. The incoming arrays are not
         modified."""
+        if not any(n for *_, n in self._kernels):  # stopped (see ``n_steps``)
+            scale = math.exp(self._kernels[0][1].log_scale)
+            return dict(point), [{"iw_accept": math.nan, "iw_scale": scale}]
         noises = self._noise(*[np.asarray(point[n]) for n in self._noise_input_names])
         others = [np.asarray(point[n]) for n in self._other_names]
         target = self._target
@@ -645,7 +648,8 @@ class Interweave(ForgetsInitialPoint, BlockedStep):
                 n_tot += n_steps
             records = best[2:] if moved else ()
         if self.tune and self._auto_steps:
-            self._jumps.record(theta_in, theta, self._tune_len)
+            if self._jumps.record(theta_in, theta, self._tune_len) and self._jumps.thin():
+                self._kernels = [(idx, kern, 0) for idx, kern, _ in self._kernels]
         new_point = dict(point)
         if moved:
             for name, start, stop, shape, dtype in self._layout:
