@@ -49,9 +49,10 @@ def _exp1_from_words(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
     up to a grid of 52 significant bits at every binary scale (``u`` lies in
     ``[2^-(N+1), 2^-N)`` with probability ``2^-(N+1)``, uniform there on its grid), and it is
     an exact double for every ``N <= 64``. ``E = -log(u)`` is then Exp(1) down to
-    ``u = 2^-117``, i.e. up to ``E ≈ 81``: the tail beyond (``w2 = 0``) has probability
-    ``2^-64`` and is drawn as ``N = 64``. (A one-word draw ``-log((m + 1/2) 2^-53)`` stops at
-    ``E ≈ 36.7``, a pure-DP failure of probability ``1e-16``; this one of ``2^-64 ≈ 5e-20``.)
+    ``u ≈ 2^52 2^-117 = 2^-65``, i.e. up to ``E ≈ 65 ln 2 ≈ 45.1``: the tail beyond
+    (``w2 = 0``) has probability ``2^-64`` and is drawn as ``N = 64``. (A one-word draw
+    ``-log((m + 1/2) 2^-53)`` stops at ``E ≈ 36.7``, a pure-DP failure of probability
+    ``1e-16``; this one of ``2^-64 ≈ 5e-20``.)
     """
     m = (w1 >> np.uint64(13)).astype(np.float64)  # 51 bits, exact in float64
     low = w2 & (~w2 + np.uint64(1))  # lowest set bit (0 when w2 == 0)
@@ -67,7 +68,7 @@ def _secure_laplace(b: float, size) -> np.ndarray:
 
     Two 64-bit words of :func:`pymc_dp.kernels.exact_sampling.random_words` per draw: bit 0 of
     the first gives the sign, the rest gives Exp(1) by :func:`_exp1_from_words`. The largest
-    ``|Z|`` is about ``81 b``; the neglected tail has mass ``2^-64`` (pure ε-DP fails with
+    ``|Z|`` is about ``45.1 b``; the neglected tail has mass ``2^-64`` (pure ε-DP fails with
     at most that probability, on top of the floating-point leak of every float mechanism).
     """
     size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
