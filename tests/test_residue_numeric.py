@@ -285,3 +285,38 @@ def test_markov_chain_initial_point_any_batch_shape(shape):
     assert s.flags["C_CONTIGUOUS"]
     expect = np.broadcast_to(np.array(_modal_path(init, trans, shape[-1])), shape)
     np.testing.assert_array_equal(s, expect)
+
+
+# ---- Privatized draws --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", [np.nan, -1.0, np.inf, 1e19, 2.0**62 * 1.5])
+@pytest.mark.parametrize(
+    "mech", [pmdp.Geometric(epsilon=1.0), pmdp.DiscreteGaussian(sigma=2.0)], ids=["geo", "dg"]
+)
+def test_privatized_draw_refuses_invalid_or_huge_rates(rate, mech):
+    """Before: a NaN or negative rate drew a number (PyMC's Poisson draw gives 0 there) and a
+    rate >= 1e19 or inf a wrapped int64 extreme (numpy itself refuses such rates)."""
+    z = pmdp.Privatized.dist(pm.Poisson.dist(F64(rate)), mech, shape=(3,))
+    with pytest.raises(ValueError, match="dist"):
+        pm.draw(z, random_seed=1)
+    # the same inside a compiled function with a symbolic rate (what predictive sampling uses)
+    mu = pt.dscalar("mu")
+    f = pm.compile([mu], pmdp.Privatized.dist(pm.Poisson.dist(mu), mech, shape=(3,)))
+    with pytest.raises(ValueError, match="dist"):
+        f(rate)
+
+
+def test_privatized_draw_at_valid_rates_is_base_plus_noise():
+    """Valid rates up to 2**62 draw: Poisson(mu) + noise within 60 noise scales of mu (the
+    Poisson's own spread is below 40 standard deviations with probability 1 - 1e-300)."""
+    mech = pmdp.Geometric(epsilon=1.0)
+    mu = pt.dscalar("mu")
+    f = pm.compile(
+        [mu], pmdp.Privatized.dist(pm.Poisson.dist(mu), mech, shape=(50,)), random_seed=3
+    )
+    for rate in (0.0, 3.5, 1e6, 1e15, 2.0**62):
+        z = np.asarray(f(rate))
+        assert z.dtype == np.int64 and z.shape == (50,)
+        spread = 40 * np.sqrt(rate) + 60 / -mech.log_alpha + 1e-3 * rate / 2**52
+        assert np.all(np.abs(z.astype(float) - rate) <= spread), (rate, z[:5])

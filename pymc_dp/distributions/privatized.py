@@ -20,6 +20,7 @@ every release of a model with :func:`privatized_mechanisms`.
 
 from __future__ import annotations
 
+import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 from pymc.distributions.distribution import Distribution, SymbolicRandomVariable, support_point
@@ -32,6 +33,7 @@ from pymc.distributions.shape_utils import (
 from pymc.logprob.abstract import _logprob
 from pymc.pytensorf import collect_default_updates, normalize_rng_param
 from pymc.util import check_dist_not_registered
+from pytensor.raise_op import CheckAndRaise
 from pytensor.tensor import TensorVariable
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.utils import normalize_size_param
@@ -42,6 +44,7 @@ from pymc_dp.distributions._observed import (
     prepare_observed,
 )
 from pymc_dp.distributions.marginals import (
+    _parameter_conditions,
     censored_finite_support_marginal,
     check_censored_marginal,
     get_marginal,
@@ -65,7 +68,7 @@ class PrivatizedRV(MechanismRV):
     ``upper`` the censoring bounds of a clipped observation.
     """
 
-    extended_signature = "(),[rng]->[rng],()"
+    extended_signature = "(),[rng],()->[rng],()"
     _print_name = ("Privatized", "\\operatorname{Privatized}")
 
     @classmethod
@@ -77,18 +80,44 @@ class PrivatizedRV(MechanismRV):
         dist = change_dist_size(dist, size)
 
         dist_, rng_ = dist.type(), rng.type()
+        ok = draw_parameters_ok(dist)
+        ok_ = ok.type()
         noise_ = mechanism.noise_dist(size=dist_.shape, rng=rng_)
         next_rng_ = collect_default_updates([noise_], inputs=[rng_], must_be_shared=False)[rng_]
-        z_ = dist_ + noise_
+        # a draw at invalid base parameters (NaN or negative rate: PyMC's draw returns a
+        # number) or beyond int64 (wrapped extremes) is refused, naming dist
+        z_ = CheckAndRaise(ValueError, _DRAW_REFUSAL)(dist_ + noise_, ok_)
         z_ = clip_to_bounds(z_, lower, upper, z_.dtype)
         op = cls(
-            inputs=[dist_, rng_],
+            inputs=[dist_, rng_, ok_],
             outputs=[next_rng_, z_],
             mechanism=mechanism,
             lower=lower,
             upper=upper,
         )
-        return op(dist, rng)
+        return op(dist, rng, ok)
+
+
+_DRAW_REFUSAL = (
+    "Privatized draw: the parameters of dist are invalid (NaN, negative, infinite) or give "
+    "draws beyond int64 (a Poisson rate above 2**62); check the base distribution's parameters"
+)
+#: largest Poisson rate drawn (numpy refuses rates near 9.2e18; the noise must fit on top)
+_POISSON_DRAW_MAX = np.float64(2.0**62)
+
+
+def draw_parameters_ok(dist):
+    """Scalar bool graph: the base's parameters are valid for a draw (its own conditions, as
+    in the marginals, and, for Poisson, a rate whose draws fit int64)."""
+    conditions, _ = _parameter_conditions(dist)
+    conds = [pt.all(c) for c in conditions]
+    if isinstance(dist.owner.op, pm.Poisson.rv_type):
+        (mu,) = dist.owner.op.dist_params(dist.owner)
+        conds.append(pt.all(pt.le(mu, _POISSON_DRAW_MAX)))
+    ok = pt.as_tensor_variable(np.True_)
+    for c in conds:
+        ok = pt.and_(ok, c)
+    return ok
 
 
 class Privatized(Distribution):
@@ -128,7 +157,9 @@ class Privatized(Distribution):
     Draws are ``base draw + mechanism noise`` (the noise from ``mechanism.noise_dist``), so
     prior and posterior predictive samples are simulated releases. The noise is drawn with
     PyMC's simulation RNG, not the secure source of :meth:`Mechanism.release`: do not use
-    these draws as real releases.
+    these draws as real releases. A draw at invalid base parameters (those the marginal
+    refuses: NaN, negative or infinite rates, ...) or at a Poisson rate above ``2**62`` (whose
+    draws would wrap int64) raises ``ValueError`` naming ``dist``.
 
     Observed values are refused (``ValueError`` naming ``observed``) when they are masked,
     NaN, infinite, of another shape than ``shape``/``dims``, fractional for an integer
@@ -236,7 +267,7 @@ def _check_inputs(dist, mechanism):
 
 
 @_logprob.register(PrivatizedRV)
-def privatized_logprob(op, values, base_rv, rng, **kwargs):
+def privatized_logprob(op, values, base_rv, rng, *_ok, **kwargs):
     (value,) = values
     if getattr(op, "censored", False):
         return censored_finite_support_marginal(value, base_rv, op.mechanism, op.lower, op.upper)
@@ -246,7 +277,7 @@ def privatized_logprob(op, values, base_rv, rng, **kwargs):
 
 @_change_dist_size.register(PrivatizedRV)
 def change_privatized_size(op, rv, new_size, expand=False):
-    base, _rng = rv.owner.inputs
+    base = rv.owner.inputs[0]
     if expand:
         new_size = tuple(new_size) + tuple(base.shape)
     bounds = {"lower": getattr(op, "lower", None), "upper": getattr(op, "upper", None)}
@@ -254,7 +285,7 @@ def change_privatized_size(op, rv, new_size, expand=False):
 
 
 @pm.distributions.distribution._support_point.register(PrivatizedRV)
-def privatized_support_point(op, rv, base, rng):
+def privatized_support_point(op, rv, base, rng, *_ok):
     return support_point(base)
 
 
