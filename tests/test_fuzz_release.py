@@ -22,6 +22,10 @@ accounting functions (13)                            3,900
 
 11,000 examples in all; the calls are pure numpy, so the whole file takes about 15 s.
 
+Raw errors that other modules still raise on hostile input are listed in ``RESIDUALS`` (an
+example that hits one counts as refused); wrong answers that ``make fuzz`` found there are
+kept as strict expected failures at the end of the file (``test_found_*``).
+
 Noise bounds: every mechanism here has noise below ``60`` scales (or standard deviations) with
 probability above ``1 - 1e-25`` per value; a release farther than that from the exact statistic
 counts as wrapped or lost (false-alarm rate below 1e-20 over the whole file).
@@ -742,3 +746,30 @@ def test_fuzz_file_is_imported_by_make_fuzz():
     text = makefile.read_text()
     assert "fuzz:" in text and "tests/test_fuzz_release.py" in text
     assert importlib.util.find_spec("hypothesis") is not None
+
+
+# ---- found by make fuzz, kept as fixed examples ----------------------------------------------
+
+#: residuals in other modules that ``make fuzz`` found (issue 24): strict expected failures, so
+#: the fix of each shows up as an XPASS that fails the run until its marker is removed
+_RESIDUAL_C = pytest.mark.xfail(
+    strict=True, reason="residual of issue 24 in pymc_dp/accounting.py (reported)"
+)
+_RESIDUAL_MAP = pytest.mark.xfail(
+    strict=True, reason="residual of issue 24 in pymc_dp/releases/bayes_net_map.py (reported)"
+)
+
+
+@_RESIDUAL_C
+def test_found_discrete_gaussian_epsilon_nan_sigma():
+    """A NaN sigma gave epsilon = 0.0 (a finite epsilon from a NaN: never allowed)."""
+    with pytest.raises(ValueError, match="sigma"):
+        acc.discrete_gaussian_epsilon(0.1521945168892196, np.float64("nan"), 206.33502433681167)
+
+
+@_RESIDUAL_MAP
+def test_found_private_map_bool_prior():
+    """``prior=True`` was taken as the concentration 1.0 (booleans are refused elsewhere)."""
+    data = np.array([[1, 2], [0, 1]])
+    with pytest.raises((ValueError, TypeError), match="prior"):
+        private_map(data, NETWORK, epsilon=1.0, candidates=CANDIDATES, prior=True, rng=1)
