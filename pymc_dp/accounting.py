@@ -114,7 +114,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import _as_real, as_positive_finite, as_unit_open
+from pymc_dp._validation import _as_real, as_positive_finite, as_positive_int, as_unit_open
 from pymc_dp.kernels.discrete_gaussian import log_normalizer as _dg_log_normalizer
 from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational
 
@@ -950,6 +950,8 @@ def discrete_gaussian_epsilon(delta, sigma: float, sensitivity: int = 1) -> floa
     True
     """
     dlt = as_unit_open("delta", delta)
+    sigma = as_positive_finite("sigma", sigma)  # a NaN sigma gave epsilon 0.0
+    sensitivity = as_positive_int("sensitivity", sensitivity)
 
     def ok(e):
         return discrete_gaussian_delta(e, sigma, sensitivity) <= dlt

@@ -92,6 +92,8 @@ def _rate_below(x: Fraction) -> Fraction:
 
 
 def _positive(name: str, value) -> float:
+    if isinstance(value, str | bytes | bool | np.bool_):  # float("1") and float(True) work
+        raise TypeError(f"{name} must be a positive finite number, got {value!r}")
     try:
         x = float(value)
     except (TypeError, ValueError):

@@ -172,7 +172,7 @@ def test_secure_noise_tail_from_two_words(monkeypatch):
 
     w1 = np.array([1, 0, 2**64 - 1, 2**13], dtype=np.uint64)
     w2 = np.array([0, 0, 1, 2**40], dtype=np.uint64)
-    monkeypatch.setattr(gmod, "random_words", lambda n, rng=None: np.concatenate([w1, w2]))
+    monkeypatch.setattr(gmod._es, "random_words", lambda n, rng=None: np.concatenate([w1, w2]))
     z = Gaussian(sigma=2.0).sample_noise(4)
     u = np.array([(2.0**52 + 1) * 2.0**-117, (2.0**52 + 1) * 2.0**-117,
                   (2.0**53 - 1) * 2.0**-53, (2.0**52 + 3) * 2.0**-93])  # fmt: skip

@@ -84,7 +84,12 @@ def _release(net, tables, mech, project=False, n=N):
     """A release of ``net`` holding ``tables`` (clipped to ``[0, n]`` when ``project``)."""
     data = np.zeros((n, len(net.nodes)), dtype=np.int64)
     rel = release_bayes_net_counts(
-        data, net, mechanism=mech, rng=np.random.default_rng(0), project=project
+        data,
+        net,
+        mechanism=mech,
+        rng=np.random.default_rng(0),
+        project=project,
+        allow_float=True,  # the tests set the tables themselves; the float path is only built
     )
     lo, hi = (0.0, float(n)) if project else (-np.inf, np.inf)
     dtype = np.int64 if mech.integer else np.float64
@@ -351,7 +356,12 @@ LAPLACE = functools.partial(pmdp.Laplace, epsilon=1.0)
 def _model(net, n=4, project=False):
     data = np.zeros((n, len(net.nodes)), dtype=np.int64)
     rel = release_bayes_net_counts(
-        data, net, mechanism=LAPLACE, rng=np.random.default_rng(1), project=project
+        data,
+        net,
+        mechanism=LAPLACE,
+        rng=np.random.default_rng(1),
+        project=project,
+        allow_float=True,
     )
     return rel.model()
 
