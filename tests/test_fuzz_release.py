@@ -750,26 +750,22 @@ def test_fuzz_file_is_imported_by_make_fuzz():
 
 # ---- found by make fuzz, kept as fixed examples ----------------------------------------------
 
-#: residuals in other modules that ``make fuzz`` found (issue 24): strict expected failures, so
-#: the fix of each shows up as an XPASS that fails the run until its marker is removed
-_RESIDUAL_C = pytest.mark.xfail(
-    strict=True, reason="residual of issue 24 in pymc_dp/accounting.py (reported)"
-)
-_RESIDUAL_MAP = pytest.mark.xfail(
-    strict=True, reason="residual of issue 24 in pymc_dp/releases/bayes_net_map.py (reported)"
-)
 
-
-@_RESIDUAL_C
 def test_found_discrete_gaussian_epsilon_nan_sigma():
     """A NaN sigma gave epsilon = 0.0 (a finite epsilon from a NaN: never allowed)."""
     with pytest.raises(ValueError, match="sigma"):
         acc.discrete_gaussian_epsilon(0.1521945168892196, np.float64("nan"), 206.33502433681167)
 
 
-@_RESIDUAL_MAP
 def test_found_private_map_bool_prior():
     """``prior=True`` was taken as the concentration 1.0 (booleans are refused elsewhere)."""
     data = np.array([[1, 2], [0, 1]])
     with pytest.raises((ValueError, TypeError), match="prior"):
-        private_map(data, NETWORK, epsilon=1.0, candidates=CANDIDATES, prior=True, rng=1)
+        private_map(
+            data,
+            NETWORK,
+            epsilon=1.0,
+            candidates=CANDIDATES,
+            prior=True,
+            rng=np.random.default_rng(1),
+        )
