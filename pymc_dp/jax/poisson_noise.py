@@ -151,4 +151,8 @@ def logp_dmu(z, mu, a: float, logc: float):
     lp2, d2 = _general(jnp.concatenate([z, z - 1.0]), jnp.concatenate([mu, mu]), a, logc)
     lp, d, lp_prev = lp2[:n], d2[:n], lp2[n:]
     neighbour = (jnp.abs(z) < 2.0**52) & (math.exp(a) > jnp.maximum(jnp.abs(lp), 1.0))
-    return lp, jnp.where(neighbour, jnp.expm1(lp_prev - lp), d)
+    d = jnp.where(neighbour, jnp.expm1(lp_prev - lp), d)
+    # z = +-inf with a valid mean: every term e^{-a |z - y|} is 0 (log p = -inf, d = 0), as
+    # the numba marginal gives
+    far = jnp.isinf(z) & (mu >= 0.0) & jnp.isfinite(mu)
+    return jnp.where(far, -jnp.inf, lp), jnp.where(far, 0.0, d)
