@@ -114,7 +114,13 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import _as_real, as_positive_finite, as_positive_int, as_unit_open
+from pymc_dp._validation import (
+    _as_real,
+    _is_date_or_duration,
+    as_positive_finite,
+    as_positive_int,
+    as_unit_open,
+)
 from pymc_dp.kernels.discrete_gaussian import log_normalizer as _dg_log_normalizer
 from pymc_dp.kernels.exact_sampling import MAX_INT, best_rational
 
@@ -201,7 +207,16 @@ def round_up(x) -> float:
     >>> round_up(Fraction(1, 2)), round_up(Fraction(1, 3)) > 1 / 3
     (0.5, True)
     """
-    x = Fraction(x)
+    if not isinstance(x, Fraction):
+        if _is_integer(x):
+            x = Fraction(int(x))
+        else:
+            f = _as_real("x", x)  # TypeError for bools, strings, complex numbers, durations
+            if math.isnan(f):
+                raise ValueError(f"x must be a number, got {x!r}")
+            if math.isinf(f):  # the smallest double >= ±inf is itself
+                return f
+            x = Fraction(f)
     try:
         f = float(x)
     except OverflowError:
@@ -209,6 +224,32 @@ def round_up(x) -> float:
     if f != math.inf and Fraction(f) < x:
         f = math.nextafter(f, math.inf)
     return f
+
+
+def _is_integer(value) -> bool:
+    """A plain integer: not a bool and not a ``timedelta64`` (which numpy makes an integer)."""
+    return (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool | np.bool_)
+        and not _is_date_or_duration(value)
+    )
+
+
+def _as_positive_rational(name: str, value) -> Fraction:
+    """``value`` as an exact ``Fraction`` if it is a finite real number > 0, else raise naming
+    ``name`` (``TypeError`` for bools, strings, complex numbers and durations)."""
+    if isinstance(value, Fraction):
+        x = value
+    elif _is_integer(value):
+        x = Fraction(int(value))
+    else:
+        f = _as_real(name, value)
+        if not math.isfinite(f):
+            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        x = Fraction(f)
+    if x > 0:
+        return x
+    raise ValueError(f"{name} must be finite and > 0, got {value!r}")
 
 
 def as_distance(d_in, *, integer: bool = False) -> Fraction:
@@ -231,7 +272,7 @@ def as_distance(d_in, *, integer: bool = False) -> Fraction:
     >>> as_distance(3), as_distance(0.5)
     (Fraction(3, 1), Fraction(1, 2))
     """
-    if isinstance(d_in, numbers.Integral) and not isinstance(d_in, bool | np.bool_):
+    if _is_integer(d_in):
         d = Fraction(int(d_in))
     elif isinstance(d_in, Fraction):  # exact (e.g. k * sensitivity), never rounded
         d = d_in
@@ -317,10 +358,23 @@ def geometric_rate(rate, sensitivity=1) -> Fraction:
     >>> geometric_rate(Fraction(1, 2))
     Fraction(1, 2)
     """
-    rate = best_rational(Fraction(rate), MAX_INT, "below")
+    requested = _as_positive_rational("rate", rate)
+    sensitivity = _as_positive_rational("sensitivity", sensitivity)
+    if requested < Fraction(1, MAX_INT):  # no rational s/t with s, t <= MAX_INT below it
+        raise ValueError(
+            f"rate must be at least 2**-61 (the exact sampler's range), got {requested}: raise "
+            "epsilon or lower the sensitivity"
+        )
+    rate = best_rational(requested, MAX_INT, "below")
     exact = sensitivity * rate
-    nearest = Fraction(float(exact))
-    if nearest < exact:
+    try:
+        nearest = Fraction(float(exact))
+    except OverflowError:
+        raise ValueError(
+            f"sensitivity * rate must lie within the double range, got sensitivity="
+            f"{sensitivity}, rate={requested}"
+        ) from None
+    if 0 < nearest < exact:  # (an epsilon below the smallest double keeps the rate)
         lower = best_rational(nearest / sensitivity, MAX_INT, "below")
         if lower > 0:
             rate = lower
@@ -451,7 +505,8 @@ def _log_erfcx_diff(u: float, h: float) -> float:
         return math.log(special.erfcx(u) - special.erfcx(u + h))
     t = u + 0.5 * h * (_GL_NODES + 1.0)
     integral = float(np.dot(_GL_WEIGHTS, _neg_erfcx_prime(t)))
-    return math.log(0.5 * h) + math.log(integral)
+    # log(h) - log 2, not log(0.5 h): half of a subnormal h can round to 0
+    return math.log(h) - _LOG2 + math.log(integral)
 
 
 def _log_delta(eps: float, ratio: float, *, upper: bool = False) -> float:
@@ -817,6 +872,13 @@ def _log_tail_em(k: float, sigma: float) -> float:
     return math.log(c * float(special.erfc(u / _SQRT2)) + math.exp(-0.5 * u * u) * corr)
 
 
+#: the discrete Gaussian curve is evaluated for sigma up to this (its normalizer and tail
+#: expansion overflow beyond about 1e61)
+_DG_CURVE_SIGMA_MAX = 1e60
+#: below this sigma the discrete Gaussian is a point mass at 0 to far below double precision
+_DG_POINT_MASS_SIGMA = 1e-3
+
+
 def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> float:
     """Tight ``delta(epsilon)`` of the discrete Gaussian mechanism (CKS 2020, Theorem 7).
 
@@ -838,6 +900,13 @@ def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> f
         return 1.0
     if not a < 40.0 * s:  # delta <= P[Y > 40 s] < exp(-800): 0 in float64
         return 0.0
+    if s < _DG_POINT_MASS_SIGMA:
+        # the law is a point mass at 0 up to exp(-1/(2 s^2)) < exp(-500000) (terms below
+        # exp(-800) are dropped, as below): delta = max(0, 1 - e^(eps - d^2/(2 s^2))); the
+        # general sum would square y / s, which overflows (or s * s underflows) for tiny s
+        q = d / s
+        loss = 0.5 * q * q  # inf when beyond the double range: then delta = 1
+        return -math.expm1(eps - loss) if eps < loss else 0.0
     k1 = math.floor(a) + 1  # first integer y > a (the term at y == a is 0 anyway)
     log_z = float(_dg_log_normalizer(s))
     # the summand decays at least like exp(-(y^2 - k1^2)/(2 s^2)) beyond y >= max(k1, 0), and
@@ -850,7 +919,8 @@ def discrete_gaussian_delta(epsilon: float, sigma: float, sensitivity: int) -> f
         y = np.arange(first, start0 + math.ceil(width) + 1, dtype=np.float64)
         z = y / s
         arg = eps - (2.0 * y * d + d * d) / (2.0 * s * s)
-        log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a term that is exactly 0
+            log_terms = -0.5 * z * z + np.log(-np.expm1(np.minimum(arg, 0.0))) - log_z
         return float(math.fsum(np.exp(log_terms).tolist()))
     z_ = math.exp(log_z)
     # e^eps * tail(k1 + d) <= tail(k1) in exact arithmetic, but e^eps alone can overflow
@@ -870,6 +940,7 @@ def discrete_gaussian_sigma2_from_rho(rho, sensitivity: int = 1) -> Fraction:
     Fraction(4, 1)
     """
     r = as_positive_finite("rho", rho)
+    sensitivity = as_positive_int("sensitivity", sensitivity)
     return Fraction(sensitivity * sensitivity) / (2 * Fraction(r))
 
 
@@ -952,6 +1023,11 @@ def discrete_gaussian_epsilon(delta, sigma: float, sensitivity: int = 1) -> floa
     dlt = as_unit_open("delta", delta)
     sigma = as_positive_finite("sigma", sigma)  # a NaN sigma gave epsilon 0.0
     sensitivity = as_positive_int("sensitivity", sensitivity)
+    if sigma > _DG_CURVE_SIGMA_MAX:
+        raise ValueError(
+            f"sigma must be at most {_DG_CURVE_SIGMA_MAX:g} (the discrete Gaussian curve is "
+            f"not evaluated beyond), got {sigma!r}"
+        )
 
     def ok(e):
         return discrete_gaussian_delta(e, sigma, sensitivity) <= dlt
