@@ -19,6 +19,7 @@ import pytest
 
 from pymc_dp import accounting as acc
 from pymc_dp.kernels.exact_sampling import MAX_INT
+from pymc_dp.releases.ops import OnePosteriorSample
 
 NON_NUMBERS = [True, np.bool_(False), "1", 1 + 2j, None, np.timedelta64(3, "s")]
 
@@ -146,3 +147,93 @@ def test_analytic_gaussian_subnormal_sensitivity():
     out = acc.analytic_gaussian_delta(0, 1.0, 1e-320)
     assert out == pytest.approx(ref, rel=1e-3, abs=0)  # a subnormal has about 3 significant digits
     assert 2 * ref != pytest.approx(ref, rel=1e-3, abs=0)  # negative control
+
+
+# ---- One Posterior Sample ----------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [None, "0.1", 0.1 + 0j, True, np.timedelta64(1, "s")], ids=repr)
+@pytest.mark.parametrize("family", ["beta_bernoulli", "dirichlet_categorical"])
+def test_ops_truncation_refuses_non_numbers(family, bad):
+    """``truncation=None`` raised an unnamed ``float()`` TypeError and ``"0.1"`` was accepted."""
+    with pytest.raises(TypeError, match="truncation"):
+        if family == "beta_bernoulli":
+            OnePosteriorSample.beta_bernoulli(1.0, bad)
+        else:
+            OnePosteriorSample.dirichlet_categorical(1.0, bad, 3)
+
+
+@pytest.mark.parametrize(
+    ("k", "exc"),
+    [
+        (np.timedelta64(3, "s"), TypeError),
+        (True, TypeError),
+        (2.0, TypeError),
+        (1, ValueError),
+        (2**21, ValueError),
+        (2**70, ValueError),
+    ],
+    ids=repr,
+)
+def test_ops_n_categories(k, exc):
+    with pytest.raises(exc, match="n_categories"):
+        OnePosteriorSample.dirichlet_categorical(1.0, 1e-30, k)
+
+
+def test_ops_huge_log_likelihood_range():
+    """A temperature ``2C/epsilon`` beyond the doubles gave "cannot convert Infinity to integer
+    ratio" in ``guarantee()``."""
+    with pytest.raises(ValueError, match="log_likelihood_range"):
+        OnePosteriorSample(1e-300, 1e300)
+    ops = OnePosteriorSample(1e-300, 1e-10)  # a large but finite temperature still works
+    assert 0 < ops.guarantee().epsilon <= 1e-300
+
+
+@pytest.mark.parametrize(
+    ("prior", "exc"),
+    [
+        ((1.0,), ValueError),
+        ((1.0, 2.0, 3.0), ValueError),
+        ("ab", TypeError),
+        (2.0, TypeError),
+        ((True, 1.0), TypeError),
+        (("1", "2"), TypeError),
+        ((1.0, None), TypeError),
+        ((1.0, -1.0), ValueError),
+        ((1.0, math.nan), ValueError),
+    ],
+    ids=repr,
+)
+def test_ops_beta_prior(prior, exc):
+    """``prior=(1.0,)`` raised ``IndexError`` and ``"ab"`` "could not convert string to float"."""
+    ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+    with pytest.raises(exc, match="prior"):
+        ops.sample([0, 1, 1], prior=prior, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(
+    ("prior", "exc"),
+    [
+        ("abc", TypeError),
+        ([1.0, 1.0], ValueError),
+        ([True, 1.0, 1.0], TypeError),
+        (["1", "1", "1"], TypeError),
+    ],
+    ids=repr,
+)
+def test_ops_dirichlet_prior(prior, exc):
+    ops = OnePosteriorSample.dirichlet_categorical(epsilon=1.0, truncation=0.01, n_categories=3)
+    with pytest.raises(exc, match="prior"):
+        ops.sample([0, 1, 2], prior=prior, rng=np.random.default_rng(0))
+
+
+def test_ops_prior_sequences_still_work():
+    ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+    for prior in [(2.0, 3.0), [2, 3], np.array([2.0, 3.0]), (np.float32(2.0), np.int64(3))]:
+        theta = ops.sample([0, 1, 1], prior=prior, rng=np.random.default_rng(0), resolution=8)
+        assert 0.1 <= theta <= 0.9
+
+
+def test_ops_refuses_duration_records():
+    """``timedelta64`` records reached numpy arithmetic (a DeprecationWarning)."""
+    ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
+    with pytest.raises(ValueError, match="data"):
+        ops.sample(np.array([0, 1], dtype="timedelta64[s]"), rng=np.random.default_rng(0))

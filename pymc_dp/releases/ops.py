@@ -72,7 +72,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import as_positive_finite
+from pymc_dp._validation import _as_real, _is_date_or_duration, as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
 from pymc_dp.kernels.exact_sampling import best_rational, check_rng
 from pymc_dp.kernels.exponential_mechanism import (
@@ -106,6 +106,7 @@ def _rate_below(x: Fraction) -> Fraction:
 
 
 _MAX_GRID_POINTS = 2**20  # largest exact-sampling grid
+_MAX_CATEGORIES = _MAX_GRID_POINTS  # K categories need a grid of at least K points
 _DEFAULT_POINTS = 2**17  # the default resolution keeps the grid at most this large
 
 
@@ -163,7 +164,9 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
     Raises
     ------
     ValueError
-        Unless ``K >= 2`` and ``0 < p0 < 1/K`` (``p0 = 0``: no finite bound exists).
+        Unless ``2 <= K <= 2**20`` and ``0 < p0 < 1/K`` (``p0 = 0``: no finite bound exists).
+    TypeError
+        If ``K`` is not an integer or ``p0`` not a real number (bools, strings, durations).
 
     Examples
     --------
@@ -172,9 +175,22 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
     True
     """
     k = n_categories
-    if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or k < 2:
-        raise ValueError(f"n_categories must be an integer >= 2, got {n_categories!r}")
-    p0 = float(truncation)
+    if (
+        isinstance(k, bool | np.bool_)
+        or _is_date_or_duration(k)
+        or not isinstance(k, int | np.integer)
+    ):
+        raise TypeError(
+            f"n_categories must be an integer >= 2, got {n_categories!r} of type "
+            f"{type(n_categories).__name__}"
+        )
+    if not 2 <= k <= _MAX_CATEGORIES:
+        raise ValueError(
+            f"n_categories must be an integer in [2, 2**20] (the largest exact grid has 2**20 "
+            f"points), got {n_categories!r}"
+        )
+    # TypeError naming truncation for None, strings, bools, complex numbers, durations
+    p0 = _as_real("truncation", truncation)
     if not (math.isfinite(p0) and 0.0 < p0 < 1.0 / int(k)):
         raise ValueError(
             f"truncation p0 must lie in (0, 1/K) = (0, {1.0 / int(k):.6g}), got {truncation!r}"
@@ -189,6 +205,15 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
     # each log is within an ulp or two of the truth: add their error bound (the difference can
     # cancel when p0 is near 1/K), then round up
     return _up(top - bottom + 4.0 * (math.ulp(top) + math.ulp(bottom)), 1)
+
+
+def _prior_values(prior, k: int) -> list[float]:
+    """``prior`` as ``k`` floats; ``TypeError``/``ValueError`` naming ``prior`` otherwise."""
+    if isinstance(prior, str | bytes) or not hasattr(prior, "__len__"):
+        raise TypeError(f"prior must be a sequence of {k} positive numbers, got {prior!r}")
+    if len(prior) != k:
+        raise ValueError(f"prior must be {k} finite positive numbers, got {prior!r}")
+    return [_as_real("prior", v) for v in prior]
 
 
 # ---- exact truncated Beta draws ---------------------------------------------------------------
@@ -353,6 +378,12 @@ class OnePosteriorSample:
                 "(truncate the parameter space or bound the data)"
             )
         object.__setattr__(self, "log_likelihood_range", c)
+        if not math.isfinite(self.temperature):
+            raise ValueError(
+                f"log_likelihood_range / epsilon is too large: the temperature 2C/epsilon for "
+                f"log_likelihood_range={raw!r}, epsilon={self.epsilon!r} is beyond the double "
+                "range"
+            )
 
     @classmethod
     def beta_bernoulli(cls, epsilon, truncation) -> OnePosteriorSample:
@@ -442,11 +473,13 @@ class OnePosteriorSample:
     def _alpha(self, prior) -> np.ndarray:
         """The concentration per category (``(beta, alpha)`` for Bernoulli records)."""
         if self.family == "beta_bernoulli":
-            a, b = (1.0, 1.0) if prior is None else (float(prior[0]), float(prior[1]))
+            a, b = (1.0, 1.0) if prior is None else _prior_values(prior, 2)
             if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
                 raise ValueError(f"prior must be two finite positive numbers, got {prior!r}")
             return np.array([b, a])
-        alpha = np.ones(self.n_categories) if prior is None else np.asarray(prior, np.float64)
+        if prior is None:
+            return np.ones(self.n_categories)
+        alpha = np.asarray(_prior_values(prior, self.n_categories), np.float64)
         if alpha.shape != (self.n_categories,) or not np.all(np.isfinite(alpha) & (alpha > 0)):
             raise ValueError(f"prior must be {self.n_categories} finite positive numbers")
         return alpha
@@ -505,9 +538,7 @@ class OnePosteriorSample:
         if isinstance(data, np.ma.MaskedArray) or x.ndim != 1 or x.size == 0:
             raise ValueError("data must be a non-empty 1-D array of records")
         k = self.n_categories
-        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) or not np.all(
-            (x == np.round(x)) & (x >= 0) & (x < k)
-        ):
+        if x.dtype.kind not in "biuf" or not np.all((x == np.round(x)) & (x >= 0) & (x < k)):
             raise ValueError(f"data must hold integers in 0..{k - 1}")
         return np.bincount(x.astype(np.int64), minlength=k).astype(np.float64)
 
