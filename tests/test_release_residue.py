@@ -10,6 +10,7 @@ compared, a negative control shows that the comparison rejects a wrong value.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -17,9 +18,13 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+import pymc_dp as pmdp
 from pymc_dp import accounting as acc
 from pymc_dp.kernels.exact_sampling import MAX_INT
+from pymc_dp.releases._families import _sqrt_up
+from pymc_dp.releases.hmm import release_hmm_counts
 from pymc_dp.releases.ops import OnePosteriorSample
+from pymc_dp.releases.sufficient import release_sufficient_statistics
 
 NON_NUMBERS = [True, np.bool_(False), "1", 1 + 2j, None, np.timedelta64(3, "s")]
 
@@ -237,3 +242,108 @@ def test_ops_refuses_duration_records():
     ops = OnePosteriorSample.beta_bernoulli(epsilon=1.0, truncation=0.1)
     with pytest.raises(ValueError, match="data"):
         ops.sample(np.array([0, 1], dtype="timedelta64[s]"), rng=np.random.default_rng(0))
+
+
+# ---- sufficient statistics and HMM counts ------------------------------------------------------
+def _geometric():
+    return functools.partial(pmdp.Geometric, epsilon=1.0)
+
+
+@pytest.mark.parametrize("k", [10**20, np.uint64(2**64 - 1), 2**21, 1e20], ids=repr)
+def test_categorical_huge_k_refused(k):
+    """``bounds=K`` beyond 2**20 categories: a hang (a count vector of K entries) or an
+    ``OverflowError`` for uint64; now a ValueError naming bounds, at once."""
+    with pytest.raises(ValueError, match="bounds"):
+        release_sufficient_statistics(
+            np.array([0, 1]), "categorical", bounds=k, mechanism=_geometric(), rng=1
+        )
+
+
+@pytest.mark.parametrize("u", [np.uint64(2**64 - 1), 2**63], ids=repr)
+def test_poisson_huge_bound_refused(u):
+    with pytest.raises(ValueError, match="bounds"):
+        release_sufficient_statistics(
+            np.array([0, 1]), "poisson", bounds=u, mechanism=_geometric(), rng=1
+        )
+
+
+def test_poisson_huge_float_records_clamped():
+    """A record of 1e215 (a whole number) gave "invalid value encountered in cast"; it is
+    clamped to U like any record above U. The statistic is exact: 0 + min(1e215, 5) = 5."""
+    rel = release_sufficient_statistics(
+        np.array([0.0, 1e215]),
+        "poisson",
+        bounds=5,
+        mechanism=_geometric(),
+        rng=np.random.default_rng(0),
+    )
+    # geometric noise of scale 5 (epsilon 1, sensitivity 5): within 60 scales of 5 with
+    # probability above 1 - 1e-25 (false-alarm rate); a wrapped or lost record is far outside
+    assert abs(int(rel.value[0]) - 5) <= 300
+    with pytest.raises(ValueError, match="data"):  # a huge negative record is still refused
+        release_sufficient_statistics(
+            np.array([-1e215]), "poisson", bounds=5, mechanism=_geometric(), rng=1
+        )
+
+
+def test_categorical_huge_float_records_refused():
+    with pytest.raises(ValueError, match="data"):
+        release_sufficient_statistics(
+            np.array([0.0, 1e215]), "categorical", bounds=3, mechanism=_geometric(), rng=1
+        )
+
+
+@pytest.mark.parametrize("bounds", [(0, 5e-301), (0, 1e-320)], ids=repr)
+def test_normal_tiny_bounds_name_bounds(bounds):
+    """``bounds=(0, 5e-301)`` hung in ``_sqrt_up`` (stepping up from 0.0 one subnormal ulp at a
+    time), then raised an error naming only the mechanism's sensitivity."""
+    mech = functools.partial(pmdp.Laplace, epsilon=1.0)
+    with pytest.raises(ValueError, match="bounds"):
+        release_sufficient_statistics(
+            np.array([0.0, 1e-301]),
+            "normal",
+            bounds=bounds,
+            mechanism=mech,
+            allow_float=True,
+            rng=np.random.default_rng(0),
+        )
+    with pytest.raises(ValueError, match="bounds"):  # snapped to one grid point
+        release_sufficient_statistics(
+            np.array([0.0]),
+            "normal",
+            bounds=bounds,
+            mechanism=_geometric(),
+            grid=2.0**-6,
+            rng=1,
+        )
+
+
+def test_sqrt_up_exact():
+    """``_sqrt_up(q)``: the smallest double whose square is ``>= q``, at every scale."""
+    for q in [Fraction(2), Fraction(1, 3), Fraction(5e-301) ** 2, Fraction(5e-324) ** 2]:
+        r = _sqrt_up(q)
+        assert Fraction(r) ** 2 >= q and Fraction(math.nextafter(r, 0.0)) ** 2 < q
+    assert _sqrt_up(Fraction(5e-301) ** 2) == 5e-301
+    with pytest.raises(OverflowError):
+        _sqrt_up(Fraction(10) ** 700)
+
+
+@pytest.mark.parametrize("n_values", [np.uint64(2**64 - 1), [2, 2**40], np.timedelta64(2, "s")])
+def test_hmm_n_values_refused(n_values):
+    """uint64 ``n_values`` raised "too large to convert to C long"."""
+    entries = (np.array([0, 0]), np.array([0, 1]), np.array([[0], [1]]))
+    with pytest.raises(ValueError, match="n_values"):
+        release_hmm_counts(
+            entries, shape=(1, 2), n_values=n_values, epsilon=1.0, rng=np.random.default_rng(0)
+        )
+
+
+def test_duration_records_refused():
+    with pytest.raises(TypeError, match="data"):
+        release_sufficient_statistics(
+            np.array([1, 2], dtype="timedelta64[s]"),
+            "poisson",
+            bounds=5,
+            mechanism=_geometric(),
+            rng=1,
+        )

@@ -39,7 +39,18 @@ __all__ = ["FAMILIES", "family_of"]
 def _sqrt_up(q) -> float:
     """The smallest double ``>= sqrt(q)`` for a rational ``q >= 0`` (checked exactly)."""
     q = Fraction(q)
-    r = math.sqrt(float(q))
+    if q <= 0:
+        return 0.0
+    # sqrt(q) = 2**-k sqrt(q 4**k) with q 4**k near 1: float() of it neither underflows nor
+    # overflows, so the start is within an ulp or two (a subnormal start of 0.0 would take
+    # ~1e300 steps); OverflowError when sqrt(q) is beyond the double range
+    k = (q.denominator.bit_length() - q.numerator.bit_length()) // 2
+    scaled = q * Fraction(4) ** k
+    r = math.ldexp(math.sqrt(float(scaled)), -k)
+    if r == math.inf:
+        raise OverflowError("square root beyond the double range")
+    while r > 0.0 and Fraction(math.nextafter(r, 0.0)) ** 2 >= q:
+        r = math.nextafter(r, 0.0)
     while Fraction(r) ** 2 < q:
         r = math.nextafter(r, math.inf)
     return r
@@ -51,9 +62,7 @@ def _as_records(data, name: str = "data") -> np.ndarray:
     if isinstance(data, np.ma.MaskedArray):
         raise ValueError(f"{name} must not be a masked array: drop or impute masked records")
     arr = np.asarray(data)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
-    ):
+    if arr.dtype.kind not in "biufc":  # object, strings, dates and durations
         raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
@@ -77,17 +86,45 @@ def _as_interval(name: str, bounds) -> tuple[float, float]:
     return lo, hi
 
 
-def _as_int_bound(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+#: the largest integer bound or count taken (int64 arithmetic on it cannot overflow)
+INT_BOUND_MAX = 2**62
+#: the largest number of categories (or values of a feature): a count per category is built
+MAX_CATEGORIES = 2**20
 
 
-def _integers(arr: np.ndarray, name: str) -> np.ndarray:
-    if np.issubdtype(arr.dtype, np.floating) and not np.all(arr == np.round(arr)):
-        raise ValueError(f"{name} must hold whole numbers")
+def _as_int_bound(name: str, value, minimum: int, maximum: int = INT_BOUND_MAX) -> int:
+    if isinstance(value, bool | np.bool_ | np.timedelta64) or not isinstance(
+        value, numbers.Integral
+    ):
+        raise ValueError(
+            f"{name} must be an integer >= {minimum}, got {value!r} of type {type(value).__name__}"
+        )
+    v = int(value)
+    if v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if v > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {value!r}")
+    return v
+
+
+def _integers(arr: np.ndarray, name: str, *, saturate: bool = False) -> np.ndarray:
+    """Whole-number records as int64. Values beyond ``±2**62`` are refused, or (``saturate``:
+    records clamped from above afterwards anyway) set to ``±2**62``."""
+    if arr.dtype.kind == "f":
+        if not np.all(arr == np.round(arr)):
+            raise ValueError(f"{name} must hold whole numbers")
+        big = np.abs(arr) > INT_BOUND_MAX
+    elif arr.dtype.kind == "u":
+        big = arr > np.uint64(INT_BOUND_MAX)
+    else:
+        return arr.astype(np.int64)
+    if np.any(big):
+        if not saturate:
+            raise ValueError(f"{name} must lie within [-2**62, 2**62]")
+        if arr.dtype.kind == "u":
+            arr = np.minimum(arr, np.uint64(INT_BOUND_MAX))
+        else:
+            arr = np.clip(arr, -float(INT_BOUND_MAX), float(INT_BOUND_MAX))
     return arr.astype(np.int64)
 
 
@@ -177,7 +214,7 @@ class Categorical(_Family):
     def bounds(self, bounds):
         if bounds is None:
             raise ValueError("categorical needs bounds=K, the number of categories (>= 2)")
-        return _as_int_bound("bounds (the number of categories K)", bounds, 2)
+        return _as_int_bound("bounds (the number of categories K)", bounds, 2, MAX_CATEGORIES)
 
     def records(self, data, bounds):
         arr = _as_records(data)
@@ -226,7 +263,7 @@ class Poisson(_Family):
         arr = _as_records(data)
         if arr.ndim != 1:
             raise ValueError(f"data must be 1-D (one record per entry), got shape {arr.shape}")
-        arr = _integers(arr, "poisson data")
+        arr = _integers(arr, "poisson data", saturate=True)  # clamped to U <= 2**62 below
         if np.any(arr < 0):
             raise ValueError("poisson data must be non-negative")
         return np.minimum(arr, bounds)
@@ -490,6 +527,12 @@ class NormalGrid:
     def __init__(self, bounds, grid: float):
         self.grid = grid
         self.ka, self.kb = snap_bounds(bounds, grid)
+        if self.ka == self.kb:
+            raise ValueError(
+                f"bounds={bounds!r} snap to the single grid point {self.ka} * grid with "
+                f"grid={grid!r}: every record would give the same statistic; use a finer grid "
+                "or wider bounds"
+            )
         self.w = max(abs(self.ka), abs(self.kb), 1)
 
     def snap(self, records) -> np.ndarray:

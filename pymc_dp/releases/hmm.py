@@ -45,7 +45,13 @@ from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.kernels.hmm_plugin import PluginPrior, plugin_gibbs_chain
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.mechanisms.geometric import Geometric
-from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
+from pymc_dp.releases._families import (
+    MAX_CATEGORIES,
+    _as_int_bound,
+    _as_records,
+    _integers,
+    _sqrt_up,
+)
 from pymc_dp.releases.sufficient import _calibrate, _readonly, release_values
 
 __all__ = [
@@ -61,7 +67,9 @@ __all__ = [
 def _n_values(n_values, n_features: int | None = None) -> tuple[int, ...]:
     """Validated ``V_f`` per feature (an int is repeated ``n_features`` times)."""
     if isinstance(n_values, Sequence | np.ndarray):
-        vals = tuple(_as_int_bound(f"n_values[{f}]", v, 2) for f, v in enumerate(n_values))
+        vals = tuple(
+            _as_int_bound(f"n_values[{f}]", v, 2, MAX_CATEGORIES) for f, v in enumerate(n_values)
+        )
         if len(vals) == 0:
             raise ValueError("n_values must name at least one feature")
         if n_features is not None and len(vals) != n_features:
@@ -69,7 +77,7 @@ def _n_values(n_values, n_features: int | None = None) -> tuple[int, ...]:
                 f"n_values gives {len(vals)} features but the entries have {n_features}"
             )
         return vals
-    v = _as_int_bound("n_values", n_values, 2)
+    v = _as_int_bound("n_values", n_values, 2, MAX_CATEGORIES)
     if n_features is None:
         raise ValueError("n_values must be a sequence (one number of values per feature)")
     return (v,) * n_features

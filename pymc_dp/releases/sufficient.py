@@ -105,12 +105,25 @@ def sufficient_statistic_sensitivity(family, bounds=None, *, norm="l1", dimensio
     return l1 if norm == "l1" else l2
 
 
-def _calibrate(mechanism, sens: tuple[float, float], integer_stat: bool) -> Mechanism:
-    """The mechanism to release with: checked (instance) or built (callable); see module doc."""
+def _calibrate(
+    mechanism, sens: tuple[float, float], integer_stat: bool, source: str | None = None
+) -> Mechanism:
+    """The mechanism to release with: checked (instance) or built (callable); see module doc.
+
+    ``source`` names the arguments the sensitivity comes from (e.g. ``"bounds=(0, 1)"``): a
+    factory's refusal of that sensitivity is re-raised naming them."""
     if isinstance(mechanism, Mechanism):
         mech = mechanism
     elif callable(mechanism):
-        mech = _build(mechanism, sens)
+        try:
+            mech = _build(mechanism, sens)
+        except ValueError as err:
+            if source is None:
+                raise
+            raise ValueError(
+                f"{source} give the statistic the sensitivity {sens[0]!r} (L1) / {sens[1]!r} "
+                f"(L2), which the mechanism refuses ({err}): change the bounds"
+            ) from None
     else:
         raise TypeError(
             "mechanism must be a pymc_dp Mechanism or a callable sensitivity -> Mechanism "
@@ -698,7 +711,8 @@ def release_sufficient_statistics(
         grid, gridder = _gridder(fam, b, grid)
         l1, l2 = gridder.sensitivity(d) if regression else gridder.sensitivity()
         sens = (float(l1), float(l2))
-        mech = _calibrate(mechanism, sens, integer_stat=True)
+        source = f"bounds={bounds!r} and grid={grid!r}"
+        mech = _calibrate(mechanism, sens, integer_stat=True, source=source)
         if not mech.integer:
             raise ValueError(
                 f"grid= releases the snapped records' integer statistic with an integer "
@@ -710,7 +724,7 @@ def release_sufficient_statistics(
         value = grid_value.astype(np.float64) * units
     else:
         sens = fam.sensitivity(b, d) if regression else fam.sensitivity(b)
-        mech = _calibrate(mechanism, sens, fam.integer)
+        mech = _calibrate(mechanism, sens, fam.integer, source=f"bounds={bounds!r}")
         owner = "release_sufficient_statistics"
         value = release_values(mech, fam.statistic(records, b), rng, allow_float, owner)
     if box is not None:
