@@ -22,9 +22,11 @@ accounting functions (13)                            3,900
 
 11,000 examples in all; the calls are pure numpy, so the whole file takes about 15 s.
 
-Raw errors that other modules still raise on hostile input are listed in ``RESIDUALS`` (an
-example that hits one counts as refused); wrong answers that ``make fuzz`` found there are
-kept as strict expected failures at the end of the file (``test_found_*``).
+Every raw error that this file once tolerated (issue 24's residuals: ``float()`` of strings,
+subnormal and huge inputs to the accounting, uint64 bounds, the categorical ``bounds=10**20``
+hang, ...) is fixed at its source, with regression tests in ``tests/test_release_residue.py``;
+wrong answers that ``make fuzz`` found are kept as fixed examples at the end of the file
+(``test_found_*``).
 
 Noise bounds: every mechanism here has noise below ``60`` scales (or standard deviations) with
 probability above ``1 - 1e-25`` per value; a release farther than that from the exact statistic
@@ -76,47 +78,7 @@ class _Hang(Exception):
     pass
 
 
-#: Residual failures found by this file in other helpers' code at the time it was written
-#: (issue 24; reported to their owners): ``(exception type name, message part, where)``. A
-#: call that fails in one of these ways counts as refused; once fixed, the same inputs are
-#: checked like any other. Any other raw error, hang or wrong value still fails the test.
-#: Delete a row when its owner has fixed it.
-RESIDUALS = [
-    ("ValueError", "could not convert string to float", "releases/ops.py: float() of a string"),
-    ("ValueError", "math domain error", "accounting.analytic_gaussian_epsilon, subnormal input"),
-    ("OverflowError", "integer division result too large", "accounting, subnormal rho"),
-    ("ValueError", "x must be > 0", "accounting.geometric_rate names x, not rate"),
-    ("TypeError", "should be a string or a Rational", "accounting.round_up(complex)"),
-    ("TypeError", "not 'datetime.timedelta'", "accounting.as_distance(timedelta64)"),
-    ("OverflowError", "too large to convert to C long", "releases: uint64 bounds/n_values"),
-    ("RuntimeWarning", "invalid value encountered in cast", "releases/_families: huge floats"),
-    ("RuntimeWarning", "divide by zero encountered", "accounting.discrete_gaussian_epsilon(0)"),
-    ("_Hang", "hang", "release_sufficient_statistics(categorical, bounds=1e20)"),
-    ("TypeError", "float() argument must be", "releases/ops.py: truncation=None"),
-    ("IndexError", "tuple index out of range", "OnePosteriorSample.sample(prior=(1.0,))"),
-    ("OverflowError", "int too large to convert to float", "accounting: huge integers"),
-    ("ZeroDivisionError", "float division by zero", "accounting: subnormal input"),
-    ("OverflowError", "cannot convert Infinity to integer ratio", "OnePosteriorSample: huge C"),
-    ("DeprecationWarning", "NumPy timedelta", "ops.py, accounting: timedelta64 arithmetic"),
-]
-#: accounting functions that (at the time of writing) accept a non-number: bools as the
-#: sensitivity, numeric strings; reported with RESIDUALS
-ACCEPTS_NON_NUMBERS = {
-    "discrete_gaussian_sigma2_from_rho",
-    "discrete_gaussian_epsilon",
-    "round_up",
-    "as_distance",
-    "geometric_rate",
-}
-
-
-def _residual(exc) -> bool:
-    """Whether ``exc`` is a known residual (see :data:`RESIDUALS`); the example then counts as
-    refused (the rest of the test's examples still run)."""
-    return any(type(exc).__name__ == k and part in str(exc) for k, part, _ in RESIDUALS)
-
-
-def call(fn, *args, names, lenient=False, **kwargs):
+def call(fn, *args, names, **kwargs):
     """``fn(*args, **kwargs)`` within the time bound; a ValueError/TypeError must name one of
     ``names``. Returns ``(result, None)`` or ``(None, exception)``."""
 
@@ -129,23 +91,10 @@ def call(fn, *args, names, lenient=False, **kwargs):
         return fn(*args, **kwargs), None
     except (ValueError, TypeError) as exc:
         msg = str(exc)
-        if not any(n in msg for n in names) and (lenient or _residual(exc)):
-            return None, exc
         assert any(n in msg for n in names), (
             f"{type(exc).__name__} does not name any of {names}: {msg!r}"
         )
         return None, exc
-    except (
-        OverflowError,
-        ZeroDivisionError,
-        IndexError,
-        RuntimeWarning,
-        DeprecationWarning,
-        _Hang,
-    ) as exc:
-        if lenient or _residual(exc):
-            return None, exc
-        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -356,13 +305,18 @@ SUFF_DATA = {
     ),
     "linear_regression": st.integers(0, 12),
 }
+_U64_MAX = np.uint64(2**64 - 1)
 SUFF_BOUNDS = {
     "bernoulli": st.sampled_from([None, 1, (0, 1)]),
-    # bounds = K: up to 1e4 here (K = 1e20 hangs: a RESIDUALS row, explored by make fuzz)
-    "categorical": st.sampled_from([None, 4, 0, -1, 2.5, 10**4, float("nan"), "4", True]),
+    # bounds = K: up to 1e4 accepted here; 2**21, 10**20 (a hang once) and uint64 refused
+    "categorical": st.sampled_from(
+        [None, 4, 0, -1, 2.5, 10**4, float("nan"), "4", True, 2**21, 10**20, 1e20, _U64_MAX]
+    ),
     "poisson": st.one_of(st.sampled_from([None, 20, 0, 10**9, 2**62, 2.5]), ANY_SCALAR),
     "normal": st.one_of(
-        st.sampled_from([None, (-10, 10), (0, 0), (5, -5), (-1e300, 1e300), (0, float("nan"))]),
+        st.sampled_from(
+            [None, (-10, 10), (0, 0), (5, -5), (-1e300, 1e300), (0, float("nan")), (0, 5e-301)]
+        ),
         st.tuples(NUMBER, NUMBER),
     ),
     "linear_regression": st.sampled_from(
@@ -692,16 +646,11 @@ def test_accounting(fname, args, ref, direction, data):
     if fn is None:
         pytest.skip(f"accounting.{fname} is gone")
     vals = [data.draw(_strategy(a), label=a) for a in args]
-    # lenient: pymc_dp/accounting.py still raises raw errors (unnamed TypeError, OverflowError,
-    # ZeroDivisionError) on hostile numbers; reported with RESIDUALS (issue 24, helper C). The
-    # answers it gives are checked strictly.
-    out, exc = call(fn, *vals, names=(*args, fname), lenient=True)
+    out, exc = call(fn, *vals, names=(*args, fname))
     if exc is not None:
         return
     nums = [_real(v) for v in vals]
     # accepted: every argument a real number; no NaN or infinity gives a finite answer
-    if fname in ACCEPTS_NON_NUMBERS and any(x is None for x in nums):
-        return
     assert all(x is not None for x in nums), f"{fname}{tuple(vals)} accepted a non-number"
     if isinstance(out, Fraction):
         try:
