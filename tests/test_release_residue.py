@@ -22,6 +22,12 @@ import pymc_dp as pmdp
 from pymc_dp import accounting as acc
 from pymc_dp.kernels.exact_sampling import MAX_INT
 from pymc_dp.releases._families import _sqrt_up
+from pymc_dp.releases.bayes_net import DiscreteBayesNet
+from pymc_dp.releases.bayes_net_map import (
+    map_selection_log_probabilities,
+    map_utility_sensitivity,
+    private_map,
+)
 from pymc_dp.releases.hmm import release_hmm_counts
 from pymc_dp.releases.ops import OnePosteriorSample
 from pymc_dp.releases.sufficient import release_sufficient_statistics
@@ -346,4 +352,65 @@ def test_duration_records_refused():
             bounds=5,
             mechanism=_geometric(),
             rng=1,
+        )
+
+
+# ---- private MAP at an extreme prior -----------------------------------------------------------
+_NET = DiscreteBayesNet({"a": 2, "b": 3}, {"b": ["a"]})
+_CANDS = [
+    {"a": [0.2, 0.8], "b": [[0.3, 0.6, 0.1], [0.1, 0.3, 0.6]]},
+    {"a": [0.5, 0.5], "b": [[0.6, 0.3, 0.1], [0.1, 0.6, 0.3]]},
+    {"a": [0.8, 0.2], "b": [[0.3, 0.6, 0.1], [0.1, 0.3, 0.6]]},
+]
+
+
+def _map_log_probs_reference(records, prior, epsilon):
+    """Brute force: ``u_c = Σ_rows (α - 1) Σ log θ + Σ_records log p(record | θ_c)``, selected
+    with probability ∝ ``exp(ε u / (2 Δu))``, in 50-digit mpmath. The Dirichlet normalizer is
+    the same for every candidate and is left out."""
+    du = map_utility_sensitivity(_NET, _CANDS)
+    with mp.workdps(50):
+        us = []
+        for c in _CANDS:
+            logs = [mp.log(x) for x in c["a"]] + [mp.log(x) for row in c["b"] for x in row]
+            u = (mp.mpf(prior) - 1) * mp.fsum(logs)
+            for a, b in records:
+                u += mp.log(c["a"][a]) + mp.log(c["b"][a][b])
+            us.append(mp.mpf(epsilon) / (2 * mp.mpf(du)) * u)
+        top = max(us)
+        z = mp.fsum(mp.exp(u - top) for u in us)
+        return np.array([float(u - top - mp.log(z)) for u in us])
+
+
+@pytest.mark.parametrize("prior", [1e-320, 5e-324, 1.0])
+def test_private_map_extreme_prior(prior):
+    """``prior = 1e-320`` gave "invalid value encountered in subtract": the Dirichlet normalizer
+    ``log Γ(kα) - k log Γ(α)`` was ``inf - inf``; it cancels in the selection law."""
+    records = [(0, 1), (1, 2), (1, 2), (0, 0)]
+    data = np.array(records)
+    ref = _map_log_probs_reference(records, prior, 1.0)
+    for allow_float in (False, True):
+        out = map_selection_log_probabilities(
+            data, _NET, epsilon=1.0, candidates=_CANDS, prior=prior, allow_float=allow_float
+        )
+        # the exact law has its utilities on a grid of 2**-24 nats: a bias of a few grid steps
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-6)
+    # negative control: the law with the prior's concentration off by one is rejected
+    wrong = _map_log_probs_reference(records, prior + 1.0, 1.0)
+    assert np.max(np.abs(wrong - ref)) > 1e-3
+    res = private_map(
+        data, _NET, epsilon=1.0, candidates=_CANDS, prior=prior, rng=np.random.default_rng(0)
+    )
+    assert res.guarantee().epsilon <= 1.0
+
+
+def test_private_map_huge_prior_refused():
+    with pytest.raises(ValueError, match="prior"):
+        private_map(
+            np.array([[0, 1]]),
+            _NET,
+            epsilon=1.0,
+            candidates=_CANDS,
+            prior=1e306,
+            rng=np.random.default_rng(0),
         )

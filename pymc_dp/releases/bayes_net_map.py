@@ -162,28 +162,21 @@ def _utilities(counts, tables, prior: float) -> np.ndarray:
     u = 0.0
     for v, t in tables.items():
         logt = np.log(t)
-        k = t.shape[-1]
-        n_rows = logt[0, ..., 0].size
-        log_prior = (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1) + n_rows * (
-            special.gammaln(k * prior) - k * special.gammaln(prior)
-        )
+        log_prior = (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)  # see _log_prior
         loglik = logt.reshape(t.shape[0], -1) @ counts[v].reshape(-1).astype(np.float64)
         u = u + log_prior + loglik
     return np.asarray(u, dtype=np.float64)
 
 
 def _log_prior(tables, prior: float) -> np.ndarray:
-    """Dirichlet(``prior``) log density of every row of every table, per candidate."""
+    """Dirichlet(``prior``) log density of every row of every table, per candidate, up to the
+    normalizer ``n_rows (log Γ(kα) - k log Γ(α))``: it is the same for every candidate, so it
+    cancels in the selection law (and at an extreme ``prior`` such as 1e-320 or 1e306 it is
+    ``inf - inf``)."""
     out = 0.0
     for t in tables.values():
         logt = np.log(t)
-        k = t.shape[-1]
-        n_rows = logt[0, ..., 0].size
-        out = (
-            out
-            + (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)
-            + n_rows * (special.gammaln(k * prior) - k * special.gammaln(prior))
-        )
+        out = out + (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)
     return np.asarray(out, dtype=np.float64) * np.ones(next(iter(tables.values())).shape[0])
 
 
