@@ -80,39 +80,39 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class NaiveBayesPlan:
     """What :class:`CollapsedNaiveBayes` needs of a naive-Bayes release model.
 
-        Attributes
-        ----------
-        root : str
-            The root node ``y``.
-        leaves : tuple of str
-            The other nodes, each with ``root`` as its only parent.
-        states : dict of str to int
-            Number of states of every node.
-        nodes : tuple of str
-            Node order of the release's concatenated tables.
-        theta, records : dict of str to TensorVariable
-            ``theta_<v>`` (root ``(K_y,)``, leaf ``(K_y, K_v)``) and ``x_<v>`` (``(n,)``) RVs.
-        alpha : dict of str to numpy.ndarray
-            Dirichlet concentrations, shaped like ``theta``.
-        release : TensorVariable
-            The observed Release of all tables (flattened, concatenated in ``nodes`` order).
-        observed : numpy.ndarray
-            Its observed values.
-        mechanism : Mechanism
-        n : int
-            Number of records.
+    Attributes
+    ----------
+    root : str
+        The root node ``y``.
+    leaves : tuple of str
+        The other nodes, each with ``root`` as its only parent.
+    states : dict of str to int
+        Number of states of every node.
+    nodes : tuple of str
+        Node order of the release's concatenated tables.
+    theta, records : dict of str to TensorVariable
+        ``theta_<v>`` (root ``(K_y,)``, leaf ``(K_y, K_v)``) and ``x_<v>`` (``(n,)``) RVs.
+    alpha : dict of str to numpy.ndarray
+        Dirichlet concentrations, shaped like ``theta``.
+    release : TensorVariable
+        The observed Release of all tables (flattened, concatenated in ``nodes`` order).
+    observed : numpy.ndarray
+        Its observed values.
+    mechanism : Mechanism
+    n : int
+        Number of records.
 
-        Examples
-        --------
-        >>> import functools, numpy as np, pymc_dp as pmdp
-        >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet, release_bayes_net_counts
-        >>> net = DiscreteBayesNet({"y": 2, "x": 3}, {"x": ["y"]})
-        >>> rel = release_bayes_net_counts(np.array([[0, 1], [1, 2]]), net,
-        ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
-        ...     rng=np.random.default_rng(1), allow_float=True)
-        >>> plan = naive_bayes_plan(rel.model()["theta_x"])[1]
-        >>> plan.root, plan.leaves, plan.alpha["x"].shape
-        ('y', ('x',), (2, 3))
+    Examples
+    --------
+    >>> import functools, numpy as np, pymc_dp as pmdp
+    >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet, release_bayes_net_counts
+    >>> net = DiscreteBayesNet({"y": 2, "x": 3}, {"x": ["y"]})
+    >>> rel = release_bayes_net_counts(np.array([[0, 1], [1, 2]]), net,
+    ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
+    ...     rng=np.random.default_rng(1), allow_float=True)
+    >>> plan = naive_bayes_plan(rel.model()["theta_x"])[1]
+    >>> plan.root, plan.leaves, plan.alpha["x"].shape
+    ('y', ('x',), (2, 3))
     """
 
     root: str
@@ -152,26 +152,26 @@ class NaiveBayesPlan:
 def register_naive_bayes(model, plan: NaiveBayesPlan) -> None:
     """Record that ``model`` is the naive-Bayes release model described by ``plan``.
 
-        Called by :func:`pymc_dp.releases._bn_model.build_bn_model` for naive-Bayes networks only.
+    Called by :func:`pymc_dp.releases._bn_model.build_bn_model` for naive-Bayes networks only.
 
-        Examples
-        --------
-        ``BayesNetCountsRelease.model()`` registers its model; registering the plan under a copy of
-        the model's graph would not make the copy claimable unless its variables are the plan's.
+    Examples
+    --------
+    ``BayesNetCountsRelease.model()`` registers its model; registering the plan under a copy of
+    the model's graph would not make the copy claimable unless its variables are the plan's.
 
-        >>> import functools, numpy as np, pymc_dp as pmdp
-        >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet, release_bayes_net_counts
-        >>> net = DiscreteBayesNet({"y": 2, "x": 2}, {"x": ["y"]})
-        >>> rel = release_bayes_net_counts(np.array([[0, 1], [1, 0]]), net,
-        ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
-        ...     rng=np.random.default_rng(1), allow_float=True)
-        >>> model = rel.model()
-        >>> found, plan = naive_bayes_plan(model["x_y"])
-        >>> found is model, plan.root
-        (True, 'y')
-        >>> register_naive_bayes(model, plan)  # idempotent
-        >>> naive_bayes_plan(model["theta_x"])[0] is model
-        True
+    >>> import functools, numpy as np, pymc_dp as pmdp
+    >>> from pymc_dp.releases.bayes_net import DiscreteBayesNet, release_bayes_net_counts
+    >>> net = DiscreteBayesNet({"y": 2, "x": 2}, {"x": ["y"]})
+    >>> rel = release_bayes_net_counts(np.array([[0, 1], [1, 0]]), net,
+    ...     mechanism=functools.partial(pmdp.Laplace, epsilon=1.0),
+    ...     rng=np.random.default_rng(1), allow_float=True)
+    >>> model = rel.model()
+    >>> found, plan = naive_bayes_plan(model["x_y"])
+    >>> found is model, plan.root
+    (True, 'y')
+    >>> register_naive_bayes(model, plan)  # idempotent
+    >>> naive_bayes_plan(model["theta_x"])[0] is model
+    True
     """
     _PLANS[model] = plan
 
