@@ -446,6 +446,35 @@ def _collect(model):
     return found, mixtures, notes
 
 
+def _proof_notes(found) -> list[str]:
+    """A note per claimed ``Release`` whose declared sensitivity the statistic's graph does not
+    prove (:func:`pymc_dp.distributions.sensitivity.prove_sensitivity`): the claim then rests on
+    the user's statement (and on the records' steps, which check the changes they propose)."""
+    from pymc_dp.distributions.sensitivity import prove_sensitivity, sensitivity_norm
+
+    out = []
+    for name, kind, mech, _, node in found:
+        if kind != "release" or not mech.has_privacy_claim:
+            continue
+        proof = prove_sensitivity(node.inputs[0])
+        norm = sensitivity_norm(mech)
+        bound = proof.l2 if norm == "l2" else proof.l1
+        declared = float(mech.sensitivity)
+        if not proof.proven:
+            out.append(
+                f"release {name!r}: its declared {norm.upper()} sensitivity {declared:g} is not "
+                f"proven from the statistic's graph ({proof.reason}); the claim rests on that "
+                "declaration"
+            )
+        elif bound > declared * (1.0 + 1e-9):
+            out.append(
+                f"release {name!r}: the proven {norm.upper()} bound {bound:g} exceeds the "
+                f"declared sensitivity {declared:g} and no neighbouring pair confirmed it (the "
+                "bound may be loose); the claim rests on the declaration"
+            )
+    return out
+
+
 def _ops_potentials(model, notes):
     """``(name, ops)`` of the potentials added by ``OnePosteriorSample.tempered_likelihood``;
     other potentials are named in ``notes`` as not counted."""
@@ -740,6 +769,7 @@ def privacy_report(
             f"(Foulds et al. 2016, Sec. 4.1); counted for {draws} released draw(s) "
             "(privacy_report(released_draws=...))"
         )
+    notes.extend(_proof_notes(found))
     nodes = {f[0]: f[4] for f in found}
     groups, grouped = _groups(entries, nodes, mixtures, disjoint)
     parts = [g.guarantee for g in groups] + [e.guarantee for e in entries if e.name not in grouped]

@@ -291,3 +291,32 @@ def test_hook_leaves_models_without_releases_and_keeps_runs_when_the_report_fail
         kept = privacy._with_report(fresh, m)
     assert kept is fresh and "privacy" not in kept.children
     assert privacy._with_report("a MultiTrace", m) == "a MultiTrace"
+
+
+def test_report_says_where_the_sensitivity_is_not_proven():
+    """Issue 24: "where no bound can be proven, say so in the report". Unclipped Normal records
+    (no finite bound) and a loose bound above an exact declaration (the normal family's
+    ``[sum x, sum x^2]`` on [-1, 2]: proven 7, exact 6.25) each get a note; the control, a
+    clipped sum declared at its exact sensitivity 2, gets none."""
+    import warnings
+
+    import pytensor.tensor as pt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pmdp.SensitivityProofWarning)
+        with pm.Model() as m:
+            x = pm.Normal("x", 0.0, 1.0, shape=5)
+            pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=1.0), observed=0.5)
+            c = pt.clip(x, -1.0, 2.0)
+            pmdp.Release(
+                "n", pt.stack([c.sum(), (c * c).sum()]),
+                pmdp.Laplace(epsilon=1.0, sensitivity=6.25), observed=[0.5, 3.0],
+            )  # fmt: skip
+            pmdp.Release(
+                "ok", pt.clip(x, -1.0, 1.0).sum(),
+                pmdp.Laplace(epsilon=1.0, sensitivity=2.0), observed=0.5,
+            )  # fmt: skip
+    notes = pmdp.privacy_report(m).notes
+    assert any("'z'" in n and "not proven" in n for n in notes), notes
+    assert any("'n'" in n and "exceeds the declared" in n for n in notes), notes
+    assert not any("'ok'" in n for n in notes), notes
