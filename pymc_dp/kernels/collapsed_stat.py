@@ -63,7 +63,7 @@ import numba
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp.kernels.noise_logpdf import call_logpdf, logpdf_kind
+from pymc_dp.kernels.noise_logpdf import call_logpdf, njit_for, specialised
 
 special = lazy_module("scipy.special")
 
@@ -100,8 +100,9 @@ _EXPAND, _AT_LEAST, _ABOVE = 0, 1, 2  # walk modes
 # dispatcher's identity in the process, so such an entry is never found again and every process
 # would add a new file; the functions that take ``logpdf`` are therefore compiled per process
 # (once per kernel, like the closures of :func:`count_sampler`), the others are cached on disk.
-# A built-in noise family reaches them as its integer kind instead (``_specialised``): those
-# closures hold an int, and are cached on disk.
+# A built-in noise family reaches them as its integer kind instead
+# (:func:`pymc_dp.kernels.noise_logpdf.specialised`): those closures hold an int, and are
+# cached on disk.
 
 
 # ---------------------------------------------------------------- the 1-D window sampler
@@ -294,24 +295,6 @@ def _count_core(logpdf, fam, nz, u):  # pragma: no cover - compiled
 _COUNT_CACHED: dict = {}
 
 
-def _specialised(cache: dict, logpdf, build):
-    """``build(logpdf)``, a numba kernel with ``logpdf`` fixed, built once per process and
-    ``logpdf``. A built-in noise density is passed to ``build`` as its kind
-    (:func:`pymc_dp.kernels.noise_logpdf.logpdf_kind`): that kernel is cached on disk and
-    compiled once for all processes; any other is compiled per process (``_DISK_CACHE_NOTE``)."""
-    fn = cache.get(logpdf)
-    if fn is None:
-        kind = logpdf_kind(logpdf)
-        fn = cache[logpdf] = build(logpdf if kind is None else kind)
-    return fn
-
-
-def _njit_for(logpdf):
-    """``numba.njit``, cached on disk when ``logpdf`` is a built-in kind (an int: the closure
-    then holds only that int, which numba can cache)."""
-    return numba.njit(cache=isinstance(logpdf, int))
-
-
 def count_sampler(logpdf):
     r"""Exact sampler of a Binomial or Poisson sum given an affine noisy release of it.
 
@@ -373,14 +356,14 @@ def count_sampler(logpdf):
     """
 
     def build(logpdf):
-        @_njit_for(logpdf)
+        @njit_for(logpdf)
         def sample(family, n, theta, a, b, z, params, u):  # pragma: no cover - compiled
             fam = _family(family if family <= POISSON else -1, n, theta, 0.0)
             return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
         return sample
 
-    return _specialised(_COUNT_CACHED, logpdf, build)
+    return specialised(_COUNT_CACHED, build, logpdf)
 
 
 _MARGINAL_CACHED: dict = {}
@@ -470,14 +453,14 @@ def marginal_count_sampler(logpdf):
     """
 
     def build(logpdf):
-        @_njit_for(logpdf)
+        @njit_for(logpdf)
         def sample(family, n, t1, t2, a, b, z, params, u):  # pragma: no cover - compiled
             fam = _family(family, n, t1, t2)
             return _count_core(logpdf, fam, _noise_args(a, b, z, params), u)
 
         return sample
 
-    return _specialised(_MARGINAL_CACHED, logpdf, build)
+    return specialised(_MARGINAL_CACHED, build, logpdf)
 
 
 # ---------------------------------------------------------------- Multinomial counts
@@ -602,13 +585,13 @@ def counts_gibbs_sampler(logpdf):
     """
 
     def build(logpdf):
-        @_njit_for(logpdf)
+        @njit_for(logpdf)
         def sweep(counts, p, C, M, z, params, u):  # pragma: no cover - compiled
             return _gibbs_core(logpdf, counts, (BINOMIAL, p), (C, M), (z, params), u)
 
         return sweep
 
-    return _specialised(_GIBBS_CACHED, logpdf, build)
+    return specialised(_GIBBS_CACHED, build, logpdf)
 
 
 @numba.njit(cache=True)
@@ -685,7 +668,7 @@ def marginal_counts_gibbs_sampler(logpdf):
     """
 
     def build(logpdf):
-        @_njit_for(logpdf)
+        @njit_for(logpdf)
         def sweep(counts, alpha, C, M, z, params, u):  # pragma: no cover - compiled
             if not _dirichlet_ok(counts, alpha):
                 return INVALID
@@ -694,7 +677,7 @@ def marginal_counts_gibbs_sampler(logpdf):
 
         return sweep
 
-    return _specialised(_MARGINAL_GIBBS_CACHED, logpdf, build)
+    return specialised(_MARGINAL_GIBBS_CACHED, build, logpdf)
 
 
 # ---------------------------------------------------------------- Normal sums
@@ -1008,11 +991,11 @@ def count_log_marginal(logpdf):
     """
 
     def build(logpdf):
-        @_njit_for(logpdf)
+        @njit_for(logpdf)
         def log_mass(family, n, t1, t2, a, b, z, params):  # pragma: no cover - compiled
             fam = _family(family if family <= POISSON else -1, n, t1, 0.0)
             return _log_mass_core(logpdf, fam, _noise_args(a, b, z, params), t1)
 
         return log_mass
 
-    return _specialised(_LOG_MARGINAL_CACHED, logpdf, build)
+    return specialised(_LOG_MARGINAL_CACHED, build, logpdf)

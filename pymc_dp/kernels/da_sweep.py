@@ -58,7 +58,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from pymc_dp.kernels.noise_logpdf import call_logpdf, logpdf_kind
+from pymc_dp.kernels.noise_logpdf import call_logpdf, njit_for, specialised
 
 __all__ = [
     "DAInfo",
@@ -476,30 +476,12 @@ def da_sweep_cached(
 _SPECIALIZED_CACHED: dict = {}
 
 
-@numba.njit(cache=True)
-def _sweep_known_shared(
-    stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected
-):  # pragma: no cover - compiled
-    """:func:`da_sweep_cached` for a built-in noise family of kind ``kind``
-    (:mod:`pymc_dp.kernels.noise_logpdf`), one parameter row for every component."""
-    sel = (idx, count, u, rejected)
-    return _sweep(stat, (z, params), (t_prop, t_cur, extra), sel, kind, True)
-
-
-@numba.njit(cache=True)
-def _sweep_known_rows(
-    stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected
-):  # pragma: no cover - compiled
-    """:func:`_sweep_known_shared` with a parameter row per component."""
-    sel = (idx, count, u, rejected)
-    return _sweep(stat, (z, params), (t_prop, t_cur, extra), sel, kind, False)
-
-
 def specialized_da_sweep_cached(logpdf, shared):
     """:func:`da_sweep_cached` with ``logpdf`` and ``shared`` fixed at compile time.
 
-    Cached per process. The returned function takes the arguments of :func:`da_sweep_cached`
-    without ``logpdf`` and ``shared``.
+    Cached per process (:func:`pymc_dp.kernels.noise_logpdf.specialised`: on disk too, once
+    per machine, for the built-in noise families). The returned function takes the arguments
+    of :func:`da_sweep_cached` without ``logpdf`` and ``shared``.
 
     Examples
     --------
@@ -516,29 +498,17 @@ def specialized_da_sweep_cached(logpdf, shared):
     >>> rej[: out[3]].tolist(), round(float(out[1]), 6)
     ([0], 0.367879)
     """
-    key = (logpdf, bool(shared))
-    try:
-        return _SPECIALIZED_CACHED[key]
-    except KeyError:
-        pass
-    flag = bool(shared)
-    kind = logpdf_kind(logpdf)
-    if kind is not None:
-        # a built-in family: the kernel compiled once for all processes (cached on disk)
-        known = _sweep_known_shared if flag else _sweep_known_rows
+    return specialised(_SPECIALIZED_CACHED, _build_sweep, logpdf, bool(shared))
 
-        def sweep_known(stat, z, t_prop, t_cur, extra, idx, count, u, params, rejected):
-            return known(stat, z, t_prop, t_cur, extra, idx, count, u, kind, params, rejected)
 
-        _SPECIALIZED_CACHED[key] = sweep_known
-        return sweep_known
+def _build_sweep(logpdf, flag):
+    """The sweep with ``logpdf`` (a density or a built-in kind) and ``shared`` fixed."""
 
-    @numba.njit
+    @njit_for(logpdf)
     def sweep(stat, z, t_prop, t_cur, extra, idx, count, u, params, rejected):  # pragma: no cover
         sel = (idx, count, u, rejected)
         return _sweep(stat, (z, params), (t_prop, t_cur, extra), sel, logpdf, flag)
 
-    _SPECIALIZED_CACHED[key] = sweep
     return sweep
 
 

@@ -37,6 +37,8 @@ __all__ = [
     "gaussian_logpdf",
     "laplace_logpdf",
     "logpdf_kind",
+    "njit_for",
+    "specialised",
 ]
 
 LAPLACE, GAUSSIAN, GEOMETRIC, DISCRETE_GAUSSIAN = 0, 1, 2, 3
@@ -101,6 +103,52 @@ def logpdf_kind(logpdf) -> int | None:
 
 
 _KNOWN = (laplace_logpdf, gaussian_logpdf, _dl.numba_logpmf, _dg.numba_logpmf)
+
+
+def specialised(cache: dict, build, logpdf, *flags):
+    """``build(f, *flags)``, a numba kernel with the density fixed, built once per process and
+    ``(logpdf, *flags)`` and kept in ``cache``.
+
+    ``f`` is the density's kind (:func:`logpdf_kind`) for a built-in family, else ``logpdf``
+    itself; ``build`` decorates its kernel with :func:`njit_for` ``(f)``, so the built-in
+    families' kernels hold only ints (and ``flags``) and are cached on disk, compiled once per
+    machine, while a user-defined density's kernel is compiled once per process (numba cannot
+    cache a function that holds another jitted function).
+
+    Examples
+    --------
+    ``build`` gets the kind of a built-in density, and is called once per key:
+
+    >>> from pymc_dp.kernels.noise_logpdf import LAPLACE, laplace_logpdf, specialised
+    >>> seen, cache = [], {}
+    >>> def build(f, flag):
+    ...     seen.append((f, flag))
+    ...     return len(seen)
+    >>> k = specialised(cache, build, laplace_logpdf, True)
+    >>> seen == [(LAPLACE, True)], k == specialised(cache, build, laplace_logpdf, True)
+    (True, True)
+    """
+    key = (logpdf, *flags)
+    fn = cache.get(key)
+    if fn is None:
+        kind = logpdf_kind(logpdf)
+        fn = cache[key] = build(logpdf if kind is None else kind, *flags)
+    return fn
+
+
+def njit_for(f):
+    """``numba.njit``, cached on disk when ``f`` is a built-in kind (an int); see
+    :func:`specialised`.
+
+    Examples
+    --------
+    A user-defined density's kernel (``cache=False``; a kind, an int, gives ``cache=True``):
+
+    >>> from pymc_dp.kernels.noise_logpdf import laplace_logpdf, njit_for
+    >>> njit_for(laplace_logpdf)(lambda x: 2 * x)(3)
+    6
+    """
+    return numba.njit(cache=isinstance(f, int))
 
 
 def call_logpdf(f, x, params):
