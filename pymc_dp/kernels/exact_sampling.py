@@ -133,20 +133,26 @@ def _bernoulli_exp_unit(num, den, words, st):
 
 
 @numba.njit(cache=True)
-def _bernoulli_exp(num, den, words, st):
-    """Bernoulli(``exp(-num/den)``) for rational ``num/den >= 0`` (CKS Algorithm 1).
+def _bernoulli_exp_parts(q, r, den, words, st):
+    """Bernoulli(``exp(-(q + r/den))``) for ``q >= 0`` and ``0 <= r < den`` (CKS Algorithm 1).
 
-    ``exp(-gamma) = exp(-1)**floor(gamma) * exp(-(gamma - floor(gamma)))``: a product of
-    independent Bernoulli draws, stopped at the first failure.
+    ``exp(-gamma) = exp(-1)**q * exp(-r/den)``: a product of independent Bernoulli draws,
+    stopped at the first failure. ``q`` and ``r/den`` come apart, so ``q den + r`` need not
+    fit in an int64 (the exponential mechanism's gammas).
     """
-    q = num // den
-    r = num - q * den
     for _ in range(q):
         if not _bernoulli_exp_unit(1, 1, words, st):
             return False
         if st[1]:
             return False
     return _bernoulli_exp_unit(r, den, words, st)
+
+
+@numba.njit(cache=True)
+def _bernoulli_exp(num, den, words, st):
+    """Bernoulli(``exp(-num/den)``) for rational ``num/den >= 0`` (CKS Algorithm 1)."""
+    q = num // den
+    return _bernoulli_exp_parts(q, num - q * den, den, words, st)
 
 
 @numba.njit(cache=True)

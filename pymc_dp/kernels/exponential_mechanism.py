@@ -35,7 +35,7 @@ import numpy as np
 
 from pymc_dp.kernels.exact_sampling import (
     MAX_INT,
-    _bernoulli_exp_unit,
+    _bernoulli_exp_parts,
     _drive,
     _uniform_below,
 )
@@ -60,19 +60,11 @@ def _fill_choice(out, start, words, pos, q, r, den):
             j = _uniform_below(n_cand, words, st)
             if st[1]:
                 return i, p
-            ok = True
-            for _ in range(q[j]):  # Bernoulli(e^-q_j): q_j Bernoulli(e^-1), stop at a failure
-                if not _bernoulli_exp_unit(1, 1, words, st):
-                    ok = False
-                    break
-                if st[1]:
-                    return i, p
+            # accept with probability exp(-(q_j + r_j/den)); r_j = 0 is passed as 0/1, which
+            # reads no word
+            ok = _bernoulli_exp_parts(q[j], r[j], den if r[j] > 0 else 1, words, st)
             if st[1]:
                 return i, p
-            if ok and r[j] > 0:
-                ok = _bernoulli_exp_unit(r[j], den, words, st)
-                if st[1]:
-                    return i, p
             if ok:
                 out[i] = j
                 break
@@ -115,6 +107,20 @@ def log_weights_to_gammas(numerators, denominator: int):
     return q, r, d
 
 
+def _checked_gammas(q, r, den):
+    """``(q, r, den)`` as int64 arrays and an int, or ``ValueError`` naming what is wrong."""
+    q = np.ascontiguousarray(q, dtype=np.int64)
+    r = np.ascontiguousarray(r, dtype=np.int64)
+    den = int(den)
+    if q.ndim != 1 or q.shape != r.shape or q.size == 0 or q.size > MAX_CANDIDATES:
+        raise ValueError("q and r must be 1-D arrays of the same, non-zero length")
+    if not 1 <= den <= MAX_INT:
+        raise ValueError(f"den must lie in [1, 2**61], got {den!r}")
+    if not (np.all(q >= 0) and np.all((r >= 0) & (r < den)) and np.any((q == 0) & (r == 0))):
+        raise ValueError("need q >= 0, 0 <= r < den, and some candidate with gamma = 0")
+    return q, r, den
+
+
 def sample_exponential_mechanism(q, r, den: int, size=None, rng=None) -> np.ndarray:
     """Exact draws of ``j`` with probability proportional to ``exp(-(q_j + r_j/den))``.
 
@@ -136,19 +142,18 @@ def sample_exponential_mechanism(q, r, den: int, size=None, rng=None) -> np.ndar
     Examples
     --------
     >>> import numpy as np
-    >>> sample_exponential_mechanism([0, 0, 50], [0, 0, 0], 1, size=5,
-    ...                              rng=np.random.default_rng(1)).tolist()  # doctest: +SKIP
-    [0, 1, 1, 0, 0]
+    >>> j = sample_exponential_mechanism([0, 0, 50], [0, 0, 0], 1, size=10_000,
+    ...                                  rng=np.random.default_rng(1))
+    >>> int(np.sum(j == 2))  # P(j = 2) = e^-50 / (2 + e^-50) per draw
+    0
+    >>> bool(abs(np.mean(j == 0) - 0.5) < 0.03)  # 6 standard errors
+    True
+    >>> sample_exponential_mechanism([1, 2], [0, 0], 1, size=1)  # no gamma is 0
+    Traceback (most recent call last):
+    ...
+    ValueError: need q >= 0, 0 <= r < den, and some candidate with gamma = 0
     """
-    q = np.ascontiguousarray(q, dtype=np.int64)
-    r = np.ascontiguousarray(r, dtype=np.int64)
-    den = int(den)
-    if q.ndim != 1 or q.shape != r.shape or q.size == 0 or q.size > MAX_CANDIDATES:
-        raise ValueError("q and r must be 1-D arrays of the same, non-zero length")
-    if not 1 <= den <= MAX_INT:
-        raise ValueError(f"den must lie in [1, 2**61], got {den!r}")
-    if not (np.all(q >= 0) and np.all((r >= 0) & (r < den)) and np.any((q == 0) & (r == 0))):
-        raise ValueError("need q >= 0, 0 <= r < den, and some candidate with gamma = 0")
+    q, r, den = _checked_gammas(q, r, den)
     with np.errstate(under="ignore"):
         mass = float(np.sum(np.exp(-(q.astype(np.float64) + r / den))))
     # expected words per draw: proposals x (uniform word + about 3 words per acceptance test)
@@ -164,6 +169,7 @@ def exact_log_probabilities(q, r, den: int) -> np.ndarray:
     >>> exact_log_probabilities([0, 1], [0, 0], 1).round(4).tolist()
     [-0.3133, -1.3133]
     """
-    g = np.asarray(q, dtype=np.float64) + np.asarray(r, dtype=np.float64) / den
+    q, r, den = _checked_gammas(q, r, den)
+    g = q.astype(np.float64) + r.astype(np.float64) / den
     lse = math.log(float(np.sum(np.exp(-g))))
     return -g - lse

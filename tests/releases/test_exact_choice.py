@@ -98,6 +98,11 @@ def test_kernel_refuses_bad_input():
         sample_exponential_mechanism([0], [0], 0, size=1)
     with pytest.raises(TypeError, match="rng"):
         sample_exponential_mechanism([0], [0], 1, size=1, rng=3)
+    # the law takes the same (q, r, den) and refuses the same inputs (den = 0 gave NaN)
+    with pytest.raises(ValueError, match="den"):
+        exact_log_probabilities([0], [0], 0)
+    with pytest.raises(ValueError, match="gamma = 0"):
+        exact_log_probabilities([1, 2], [0, 0], 1)
 
 
 # ---- private_map ---------------------------------------------------------------------------------
