@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -38,6 +39,7 @@ from pymc_dp.kernels.exact_sampling import (
     _bernoulli_exp_parts,
     _drive,
     _uniform_below,
+    best_rational,
 )
 
 __all__ = ["exact_log_probabilities", "log_weights_to_gammas", "sample_exponential_mechanism"]
@@ -46,6 +48,22 @@ __all__ = ["exact_log_probabilities", "log_weights_to_gammas", "sample_exponenti
 _Q_CAP = 2**62
 #: most candidates accepted by the kernel (uniform integers are drawn below 2**62)
 MAX_CANDIDATES = 2**40
+#: largest numerator and denominator of the rational rate of :func:`_utility_rate`
+_RATE_BOUND = 2**60
+
+
+def _utility_rate(epsilon: float, sensitivity: int) -> Fraction:
+    """The rate ``s/t`` of an exponential mechanism whose integer utility has replace-one
+    sensitivity ``sensitivity``: the best rational ``<= epsilon / (2 sensitivity)`` with terms
+    ``<= 2**60`` (privacy loss ``2 sensitivity s/t <= epsilon``, no rounding left). ``0`` when
+    the utility does not depend on the data (``sensitivity = 0``) or below ``2**-60``: a
+    data-independent selection is 0-DP."""
+    if sensitivity == 0:
+        return Fraction(0)
+    x = Fraction(epsilon) / (2 * sensitivity)
+    if x < Fraction(1, _RATE_BOUND):
+        return Fraction(0)
+    return best_rational(x, _RATE_BOUND, "below", pbound=_RATE_BOUND)
 
 
 @numba.njit(cache=True)

@@ -57,9 +57,11 @@ from types import MappingProxyType
 import numpy as np
 
 from pymc_dp._cache import lazy_module
+from pymc_dp._validation import INT_RANGE
 from pymc_dp.accounting import PrivacyGuarantee, linear_epsilon
-from pymc_dp.kernels.exact_sampling import best_rational, check_rng
+from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.kernels.exponential_mechanism import (
+    _utility_rate,
     exact_log_probabilities,
     log_weights_to_gammas,
     sample_exponential_mechanism,
@@ -79,16 +81,6 @@ special = lazy_module("scipy.special")
 
 #: the exact mechanism's utility grid ``g`` (nats per integer unit; module docstring)
 UTILITY_GRID = 2.0**-24
-_RATE_BOUND = 2**60  # largest denominator of the rational rate s/t
-_INT_LIMIT = 2**62  # the integer utilities are computed in int64 below this bound
-
-
-def _rate_below(x: Fraction) -> Fraction:
-    """The best rational ``<= x`` with terms ``<= 2**60``; 0 below ``2**-60`` (rate 0 is
-    data-independent, so 0-DP)."""
-    if x < Fraction(1, _RATE_BOUND):
-        return Fraction(0)
-    return best_rational(x, _RATE_BOUND, "below", pbound=_RATE_BOUND)
 
 
 def _positive(name: str, value) -> float:
@@ -195,7 +187,7 @@ def _exact_law(data, network, epsilon, candidates, prior):
         delta += lq.max(1) - lq.min(1)
         c = np.asarray(counts[v], dtype=np.int64).reshape(-1)
         bound += int(c.sum()) * int(np.abs(lq).max())
-        if bound >= _INT_LIMIT:
+        if bound >= INT_RANGE:
             raise ValueError(
                 "data: too many records for the exact mechanism's integer utility (the "
                 "candidates' log tables times the counts exceed 2**62 grid units); use fewer "
@@ -203,15 +195,12 @@ def _exact_law(data, network, epsilon, candidates, prior):
             )
         units += lq @ c
     lp = _log_prior(tables, prior)
-    if not np.all(np.abs(lp) < _INT_LIMIT * UTILITY_GRID / 4):
+    if not np.all(np.abs(lp) < INT_RANGE * UTILITY_GRID / 4):
         raise ValueError("prior: the candidates' log prior is too large for the utility grid")
     units += np.rint(lp / UTILITY_GRID).astype(np.int64)
     delta_units = int(delta.max())
-    if delta_units == 0:  # no candidate depends on the data: uniform selection
-        q, r, d = log_weights_to_gammas([0] * n_cand, 1)
-    else:
-        rate = _rate_below(Fraction(eps) / (2 * delta_units))
-        q, r, d = log_weights_to_gammas([rate.numerator * int(u) for u in units], rate.denominator)
+    rate = _utility_rate(eps, delta_units)  # 0: no candidate depends on the data (uniform)
+    q, r, d = log_weights_to_gammas([rate.numerator * int(u) for u in units], rate.denominator)
     return q, r, d, tables, delta_units * UTILITY_GRID
 
 

@@ -72,10 +72,11 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import _as_real, _is_date_or_duration, as_positive_finite
+from pymc_dp._validation import INT_RANGE, _as_real, _is_date_or_duration, as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
-from pymc_dp.kernels.exact_sampling import best_rational, check_rng
+from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.kernels.exponential_mechanism import (
+    _utility_rate,
     log_weights_to_gammas,
     sample_exponential_mechanism,
 )
@@ -93,17 +94,6 @@ stats = lazy_module("scipy.stats")
 
 #: the exact OPS draw's log-likelihood grid ``g`` (nats per integer unit; module docstring)
 OPS_GRID = 2.0**-24
-_RATE_BOUND = 2**60  # largest denominator of the rational rate s/t
-_INT_LIMIT = 2**62
-
-
-def _rate_below(x: Fraction) -> Fraction:
-    """The best rational ``<= x`` with terms ``<= 2**60``; 0 below ``2**-60`` (rate 0 is
-    data-independent, so 0-DP)."""
-    if x < Fraction(1, _RATE_BOUND):
-        return Fraction(0)
-    return best_rational(x, _RATE_BOUND, "below", pbound=_RATE_BOUND)
-
 
 _MAX_GRID_POINTS = 2**20  # largest exact-sampling grid
 _MAX_CATEGORIES = _MAX_GRID_POINTS  # K categories need a grid of at least K points
@@ -512,16 +502,14 @@ class OnePosteriorSample:
         logt = np.log(points)
         lq = np.rint(logt / OPS_GRID).astype(np.int64)
         c = counts.astype(np.int64)
-        if int(c.sum()) * int(np.abs(lq).max()) >= _INT_LIMIT:
+        if int(c.sum()) * int(np.abs(lq).max()) >= INT_RANGE:
             raise ValueError("data: too many records for the exact draw's integer utility")
         units = lq @ c
         delta_units = int((lq.max(1) - lq.min(1)).max())
         log_prior = logt @ (alpha - 1.0)
-        if delta_units == 0:  # the utility does not depend on the data: the prior on the grid
-            s, t = 0, 2**24
-        else:
-            rate = _rate_below(Fraction(self.guarantee().epsilon) / (2 * delta_units))
-            s, t = (0, 2**24) if rate == 0 else (rate.numerator, rate.denominator)
+        rate = _utility_rate(self.guarantee().epsilon, delta_units)
+        # rate 0 (a data-independent draw): the prior on the grid, rounded to 2**-24
+        s, t = (0, 2**24) if rate == 0 else (rate.numerator, rate.denominator)
         if not np.all(np.abs(log_prior) < 1e300 / t):
             raise ValueError("prior: the prior's log density on the grid is too large")
         num = [s * int(u) + round(float(lp) * t) for u, lp in zip(units, log_prior, strict=True)]
