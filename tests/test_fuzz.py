@@ -33,10 +33,10 @@ in ``tests/test_residue_numeric.py``. The table rows run in every default run.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
-import os
-import signal
+import sys
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -44,64 +44,24 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special, stats
 
 import pymc_dp as pmdp
 
-# ---- harness ---------------------------------------------------------------------------------
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fuzz_harness
+from fuzz_harness import FUZZ
+from fuzz_harness import n_examples as _n
+
+# ---- harness (tests/fuzz_harness.py) ---------------------------------------------------------
 
 #: seconds one example may take before it counts as a hang
 TIME_BOUND = 20.0
 
-#: ``make fuzz`` sets this: random exploration (new inputs every run) instead of the fixed cases
-RANDOM = bool(os.environ.get("PYMC_DP_FUZZ_RANDOM"))
-
-
-def _n(examples: int) -> int:
-    """Examples per test: the fixed count, or ten times more under ``make fuzz``."""
-    return 10 * examples if RANDOM else examples
-
-
-FUZZ = settings(
-    deadline=None,
-    derandomize=not RANDOM,
-    database=None,
-    # no shrinking: a failure is reported as found, in bounded time
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-
-
-@contextlib.contextmanager
-def bounded(seconds: float = TIME_BOUND):
-    """Raise ``TimeoutError`` if the block runs longer than ``seconds`` (a hang is a failure)."""
-
-    def _alarm(signum, frame):
-        raise TimeoutError(f"hang: no answer within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def call(fn, *args, names, **kwargs):
-    """``fn(*args, **kwargs)`` within the time bound; a ValueError/TypeError must name one of
-    ``names``. Returns ``(result, None)`` or ``(None, exception)``."""
-    try:
-        with bounded():
-            return fn(*args, **kwargs), None
-    except (ValueError, TypeError) as exc:
-        msg = str(exc)
-        assert any(n in msg for n in names), (
-            f"{type(exc).__name__} does not name any of {names}: {msg!r}"
-        )
-        return None, exc
+bounded = functools.partial(fuzz_harness.bounded, TIME_BOUND)
+call = functools.partial(fuzz_harness.call, time_bound=TIME_BOUND)
 
 
 def assert_logp(lp, ref=None, *, discrete: bool, rtol=1e-9, atol=1e-9):
@@ -119,17 +79,9 @@ def assert_logp(lp, ref=None, *, discrete: bool, rtol=1e-9, atol=1e-9):
 
 
 # "anything a user or a broken pipeline might pass as a number"
-ANY_SCALAR = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.floats(min_value=1e-320, max_value=1e-300),
-    st.floats(min_value=1e-3, max_value=1e3),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.integers(min_value=1, max_value=10),
-    st.booleans(),
-    st.none(),
-    st.sampled_from(["1", "nan", "", "1.5"]),
-    st.complex_numbers(max_magnitude=10),
-    st.sampled_from([np.float32(0.5), np.int64(3), np.uint64(2**64 - 1), np.float64("nan")]),
+ANY_SCALAR = fuzz_harness.any_scalar(
+    ["1", "nan", "", "1.5"],
+    [np.float32(0.5), np.int64(3), np.uint64(2**64 - 1), np.float64("nan")],
     st.builds(np.asarray, st.floats(min_value=0.01, max_value=10)),
     st.lists(st.floats(min_value=0.1, max_value=2), min_size=1, max_size=2),
 )
