@@ -650,9 +650,8 @@ def binomial_two_sided_exp(value, base_rv, mechanism):
         n = pt.maximum(n, 0)
     p = pt.clip(p, _P_LO, _P_HI)
     a = _decay_rate(mechanism)
-    lp = binomial_noise.binomial_two_sided_exp_logp(
-        value, n, p, a, _log_norm(mechanism), bool(mechanism.integer)
-    )
+    logc = float(mechanism.logpdf(0.0))  # eta(t) = c e^{-a |t|}: log c = log eta(0)
+    lp = binomial_noise.binomial_two_sided_exp_logp(value, n, p, a, logc, bool(mechanism.integer))
     return _check_base_parameters(lp, base_rv)
 
 
@@ -699,23 +698,6 @@ if "pymc_dp_binomial_noise_jax" not in optdb:
         "jax",
         position=0.1,
     )
-
-
-@functools.singledispatch
-def _log_norm(mechanism) -> float:
-    """``log c`` with ``eta(t) = c e^{-a |t|}`` for the two-sided exponential laws."""
-    raise NotImplementedError(type(mechanism).__name__)
-
-
-@_log_norm.register(Laplace)
-def _(mechanism) -> float:
-    return -(math.log(2.0) + math.log(mechanism.scale))
-
-
-@_log_norm.register(Geometric)
-def _(mechanism) -> float:
-    a = _decay_rate(mechanism)
-    return math.log(-math.expm1(-a)) - math.log1p(math.exp(-a))
 
 
 def check_censored_marginal(base_op) -> None:
