@@ -12,9 +12,13 @@ therefore refuses unless called with ``allow_float=True``; the exact mechanisms
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["check_allow_float", "uniform_from_two_words"]
+from pymc_dp.kernels import exact_sampling as _es
+
+__all__ = ["check_allow_float", "secure_signed_uniforms", "uniform_from_two_words"]
 
 
 def check_allow_float(allow_float, owner: str, exact: str) -> None:
@@ -68,3 +72,23 @@ def uniform_from_two_words(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
         ntz = np.where(w2 == np.uint64(0), 64.0, np.log2(low.astype(np.float64)))
     mant = 4503599627370496.0 + 2.0 * m + 1.0  # 2^52 + 2m + 1 < 2^53: exact
     return np.ldexp(mant, -(53 + ntz.astype(np.int64)))
+
+
+def secure_signed_uniforms(size) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """``(sign, u, shape)``: a random sign and a :func:`uniform_from_two_words` uniform per
+    draw, from two words of the secure source each
+    (:func:`pymc_dp.kernels.exact_sampling.random_words`; the sign is bit 0 of the first word,
+    which the uniform does not read).
+
+    Examples
+    --------
+    >>> sign, u, shape = secure_signed_uniforms((2, 3))
+    >>> shape, sign.shape, bool(np.all(np.abs(sign) == 1.0) and np.all((u > 0) & (u < 1)))
+    ((2, 3), (6,), True)
+    """
+    shape = () if size is None else tuple(int(v) for v in np.atleast_1d(np.asarray(size, np.int64)))
+    n = math.prod(shape)
+    w = _es.random_words(2 * n).view(np.uint64)
+    w1, w2 = w[:n], w[n:]
+    sign = np.where((w1 & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
+    return sign, uniform_from_two_words(w1, w2), shape

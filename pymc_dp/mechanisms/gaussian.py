@@ -42,11 +42,10 @@ from pymc_dp.accounting import (
     gaussian_sigma_from_rho,
     quadratic_rho,
 )
-from pymc_dp.kernels import exact_sampling as _es
 from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms._float_release import check_allow_float, uniform_from_two_words
+from pymc_dp.mechanisms._float_release import check_allow_float, secure_signed_uniforms
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
@@ -259,15 +258,8 @@ class Gaussian(Mechanism):
         Otherwise ``rng.normal``.
         """
         if rng is None:
-            shape = (
-                tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-            )
-            n = math.prod(shape)
-            w = _es.random_words(2 * n).view(np.uint64)
-            w1, w2 = w[:n], w[n:]
-            sign = np.where((w1 & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
-            z = -special.ndtri(0.5 * uniform_from_two_words(w1, w2))
-            return (self.sigma * sign * z).reshape(shape)
+            sign, u, shape = secure_signed_uniforms(size)
+            return (self.sigma * sign * -special.ndtri(0.5 * u)).reshape(shape)
         check_rng(rng)
         return rng.normal(0.0, self.sigma, size=size)
 

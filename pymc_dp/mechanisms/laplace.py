@@ -35,48 +35,24 @@ from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
 from pymc_dp.kernels import exact_sampling as _es
 from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms._float_release import check_allow_float
+from pymc_dp.mechanisms._float_release import check_allow_float, secure_signed_uniforms
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
 
 
-def _exp1_from_words(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
-    """Exp(1) draws from two 64-bit words each, with no truncation of the tail in practice.
-
-    ``u = (2^52 + 2m + 1) 2^-(53 + N)`` with ``m`` 51 uniform bits of ``w1`` and ``N`` the number
-    of trailing zero bits of ``w2`` (``P(N = n) = 2^-(n+1)``): ``u`` is uniform on ``(0, 1)``
-    up to a grid of 52 significant bits at every binary scale (``u`` lies in
-    ``[2^-(N+1), 2^-N)`` with probability ``2^-(N+1)``, uniform there on its grid), and it is
-    an exact double for every ``N <= 64``. ``E = -log(u)`` is then Exp(1) down to
-    ``u ≈ 2^52 2^-117 = 2^-65``, i.e. up to ``E ≈ 65 ln 2 ≈ 45.1``: the tail beyond
-    (``w2 = 0``) has probability ``2^-64`` and is drawn as ``N = 64``. (A one-word draw
-    ``-log((m + 1/2) 2^-53)`` stops at ``E ≈ 36.7``, a pure-DP failure of probability
-    ``1e-16``; this one of ``2^-64 ≈ 5e-20``.)
-    """
-    m = (w1 >> np.uint64(13)).astype(np.float64)  # 51 bits, exact in float64
-    low = w2 & (~w2 + np.uint64(1))  # lowest set bit (0 when w2 == 0)
-    with np.errstate(divide="ignore"):
-        ntz = np.where(w2 == np.uint64(0), 64.0, np.log2(low.astype(np.float64)))
-    mant = 4503599627370496.0 + 2.0 * m + 1.0  # 2^52 + 2m + 1 < 2^53: exact
-    u = np.ldexp(mant, -(53 + ntz.astype(np.int64)))
-    return -np.log(u)
-
-
 def _secure_laplace(b: float, size) -> np.ndarray:
     """Laplace(0, b) draws from the secure source: a random sign times ``b`` times Exp(1).
 
-    Two 64-bit words of :func:`pymc_dp.kernels.exact_sampling.random_words` per draw: bit 0 of
-    the first gives the sign, the rest gives Exp(1) by :func:`_exp1_from_words`. The largest
-    ``|Z|`` is about ``45.1 b``; the neglected tail has mass ``2^-64`` (pure ε-DP fails with
-    at most that probability, on top of the floating-point leak of every float mechanism).
+    Two 64-bit words per draw (:func:`~pymc_dp.mechanisms._float_release.secure_signed_uniforms`):
+    a sign and ``u`` uniform on ``(0, 1)`` at 52 significant bits down to ``u ≈ 2^-65``, so
+    ``E = -log(u)`` is Exp(1) up to ``E ≈ 65 ln 2 ≈ 45.1``: the largest ``|Z|`` is about
+    ``45.1 b`` and the neglected tail has mass ``2^-64`` (pure ε-DP fails with at most that
+    probability, on top of the floating-point leak of every float mechanism; a one-word draw
+    ``-log((m + 1/2) 2^-53)`` stopped at ``E ≈ 36.7``, a failure of probability ``1e-16``).
     """
-    size = tuple(np.atleast_1d(np.asarray(size, dtype=np.int64))) if size is not None else ()
-    n = math.prod(size)
-    w = _es.random_words(2 * n).view(np.uint64)
-    w1, w2 = w[:n], w[n:]
-    sign = np.where((w1 & np.uint64(1)) == np.uint64(1), 1.0, -1.0)
-    return (sign * (b * _exp1_from_words(w1, w2))).reshape(size)
+    sign, u, shape = secure_signed_uniforms(size)
+    return (sign * (b * -np.log(u))).reshape(shape)
 
 
 _EXACT = (
