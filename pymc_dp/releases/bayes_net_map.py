@@ -119,10 +119,7 @@ def _stacked(network: DiscreteBayesNet, candidates) -> dict[str, np.ndarray]:
 
 
 def _sensitivity(tables: dict[str, np.ndarray]) -> float:
-    spans = [
-        (np.log(t).reshape(t.shape[0], -1).max(1) - np.log(t).reshape(t.shape[0], -1).min(1))
-        for t in tables.values()
-    ]
+    spans = [np.ptp(np.log(t).reshape(t.shape[0], -1), axis=1) for t in tables.values()]
     return float(np.max(np.sum(spans, axis=0)))
 
 
@@ -151,13 +148,10 @@ def map_utility_sensitivity(network: DiscreteBayesNet, candidates) -> float:
 
 def _utilities(counts, tables, prior: float) -> np.ndarray:
     """``u(D, theta_c)`` for every candidate: Dirichlet log prior plus log-likelihood."""
-    u = 0.0
+    u = _log_prior(tables, prior)
     for v, t in tables.items():
-        logt = np.log(t)
-        log_prior = (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)  # see _log_prior
-        loglik = logt.reshape(t.shape[0], -1) @ counts[v].reshape(-1).astype(np.float64)
-        u = u + log_prior + loglik
-    return np.asarray(u, dtype=np.float64)
+        u = u + np.log(t).reshape(t.shape[0], -1) @ counts[v].reshape(-1).astype(np.float64)
+    return u
 
 
 def _log_prior(tables, prior: float) -> np.ndarray:
@@ -165,11 +159,11 @@ def _log_prior(tables, prior: float) -> np.ndarray:
     normalizer ``n_rows (log Γ(kα) - k log Γ(α))``: it is the same for every candidate, so it
     cancels in the selection law (and at an extreme ``prior`` such as 1e-320 or 1e306 it is
     ``inf - inf``)."""
-    out = 0.0
+    n_cand = next(iter(tables.values())).shape[0]
+    out = np.zeros(n_cand)
     for t in tables.values():
-        logt = np.log(t)
-        out = out + (prior - 1.0) * logt.reshape(t.shape[0], -1).sum(1)
-    return np.asarray(out, dtype=np.float64) * np.ones(next(iter(tables.values())).shape[0])
+        out += (prior - 1.0) * np.log(t).reshape(n_cand, -1).sum(1)
+    return out
 
 
 def _exact_law(data, network, epsilon, candidates, prior):
