@@ -2,7 +2,9 @@
 
 Both run an exponential mechanism over a finite public set (candidates; a grid of the truncated
 parameter space) with utilities on an integer grid and a rational rate, sampled exactly from
-random words (:mod:`pymc_dp.kernels.exponential_mechanism`). The tests:
+random words (:mod:`pymc_dp.kernels.exponential_mechanism`). The tests of the kernel and of
+the OPS draw are here, those of ``private_map`` with its other tests in
+``tests/releases/test_bayes_net_map.py``:
 
 * the kernel's output law equals the exponential mechanism's law, computed independently with
   40-digit mpmath from the rational gammas: chi-square over >= 10^5 draws, false-alarm rate
@@ -34,13 +36,7 @@ from pymc_dp.kernels.exponential_mechanism import (
     log_weights_to_gammas,
     sample_exponential_mechanism,
 )
-from pymc_dp.releases import DiscreteBayesNet, OnePosteriorSample
-from pymc_dp.releases.bayes_net_map import (
-    UTILITY_GRID,
-    _exact_law,
-    map_selection_log_probabilities,
-    private_map,
-)
+from pymc_dp.releases import OnePosteriorSample
 from pymc_dp.releases.ops import OPS_GRID, truncated_beta_rvs
 from pymc_dp.testing import empirical_epsilon_lower_bound
 
@@ -103,99 +99,6 @@ def test_kernel_refuses_bad_input():
         exact_log_probabilities([0], [0], 0)
     with pytest.raises(ValueError, match="gamma = 0"):
         exact_log_probabilities([1, 2], [0, 0], 1)
-
-
-# ---- private_map ---------------------------------------------------------------------------------
-NET = DiscreteBayesNet({"a": 2, "b": 3}, {"b": ["a"]})
-CANDS = [
-    {"a": [0.3, 0.7], "b": [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]]},
-    {"a": [0.6, 0.4], "b": [[0.1, 0.1, 0.8], [0.25, 0.5, 0.25]]},
-    {"a": [0.5, 0.5], "b": [[1 / 3, 1 / 3, 1 / 3], [0.5, 0.25, 0.25]]},
-]
-DATA = [[0, 2], [1, 0], [1, 1], [0, 2], [1, 0]]
-
-
-def _hand_softmax(data, cands, epsilon):
-    """Reference: Zhang et al.'s law written out (record-by-record log-likelihood, scipy
-    Dirichlet(1) log prior, Delta the largest sum of the tables' log ranges)."""
-    u, spans = [], []
-    for c in cands:
-        ll = sum(np.log(c["a"][a]) + np.log(c["b"][a][b]) for a, b in data)
-        lp = stats.dirichlet.logpdf(c["a"], [1.0] * 2) + sum(
-            stats.dirichlet.logpdf(row, [1.0] * 3) for row in c["b"]
-        )
-        u.append(ll + lp)
-        spans.append(np.log(max(c["a"]) / min(c["a"])) + np.log(np.max(c["b"]) / np.min(c["b"])))
-    w = epsilon * np.asarray(u) / (2 * max(spans))
-    return w - np.logaddexp.reduce(w), np.asarray(u), max(spans)
-
-
-def test_private_map_exact_law_and_draws(rng):
-    eps = 0.7
-    got = map_selection_log_probabilities(DATA, NET, epsilon=eps, candidates=CANDS)
-    ref, u, delta = _hand_softmax(DATA, CANDS, eps)
-    # rounding bound: g u~ is within (n |V| + |rows|) g/2 of u (each rounded log is off by
-    # <= g/2), Delta~ g within |V| g of Delta (two roundings per node); the weights
-    # eps u / (2 Delta) move by at most eps/(2 Delta) (that + |u| |V| g / (Delta - |V| g)),
-    # and the normalised log-probabilities by at most twice that (the rate's rounding to s/t,
-    # relative 2^-60, is far below)
-    g, n_nodes = UTILITY_GRID, 2
-    terms = (len(DATA) * n_nodes + 3) * g / 2 + np.abs(u).max() * n_nodes * g / (delta - 2 * g)
-    assert np.max(np.abs(got - ref)) <= 2 * eps / (2 * delta) * terms * (1 + 1e-9) + 1e-14
-    # private_map's draw is the kernel's draw on the exact law, from the same words
-    q, r, d = _exact_law(DATA, NET, eps, CANDS, 1.0)[:3]
-    for seed in range(10):
-        res = private_map(DATA, NET, epsilon=eps, candidates=CANDS, rng=np.random.default_rng(seed))
-        assert (
-            res.index
-            == sample_exponential_mechanism(q, r, d, size=1, rng=np.random.default_rng(seed))[0]
-        )
-    draws = sample_exponential_mechanism(q, r, d, size=100_000, rng=rng)
-    assert _chi2_p(draws, ref) > ALPHA
-    # negative control: the law at twice epsilon
-    assert _chi2_p(draws, _hand_softmax(DATA, CANDS, 2 * eps)[0]) < ALPHA
-
-
-SINGLE = DiscreteBayesNet({"a": 2})
-SINGLE_CANDS = [{"a": [0.9, 0.1]}, {"a": [0.1, 0.9]}]
-D0 = [[0]] * 4
-D1 = [[0]] * 3 + [[1]]  # a replace-one neighbour
-
-
-def _map_draws(data, epsilon, rng):
-    """10^3 releases by private_map, the rest by the kernel on its exact law."""
-    calls = [
-        private_map(data, SINGLE, epsilon=epsilon, candidates=SINGLE_CANDS, rng=rng).index
-        for _ in range(N // 10)
-    ]
-    q, r, d = _exact_law(data, SINGLE, epsilon, SINGLE_CANDS, 1.0)[:3]
-    return np.concatenate([calls, sample_exponential_mechanism(q, r, d, size=N - N // 10, rng=rng)])
-
-
-def test_private_map_support_test(rng):
-    eps = 1.0
-    # "candidate 1 selected": P = sigmoid(-1) = 0.269 under D1, sigmoid(-2) = 0.119 under D0
-    z1, z0 = _map_draws(D1, eps, rng), _map_draws(D0, eps, rng)
-    lb = empirical_epsilon_lower_bound(z1, z0, lambda z: np.asarray(z) == 1)
-    assert lb <= eps
-    # negative control: twice the rate (Delta in place of 2 Delta): log ratio 1.89 > epsilon
-    w1, w0 = _map_draws(D1, 2 * eps, rng), _map_draws(D0, 2 * eps, rng)
-    assert empirical_epsilon_lower_bound(w1, w0, lambda z: np.asarray(z) == 1) > eps
-
-
-def test_private_map_rng_and_opt_in():
-    with pytest.raises(TypeError, match="rng"):
-        private_map(DATA, NET, epsilon=1.0, candidates=CANDS, rng=3)
-    with pytest.raises(TypeError, match="allow_float"):
-        private_map(DATA, NET, epsilon=1.0, candidates=CANDS, allow_float="yes")
-    # the float opt-in keeps Zhang et al.'s softmax and accepts an int seed
-    res = private_map(DATA, NET, epsilon=1.0, candidates=CANDS, rng=3, allow_float=True)
-    assert 0 <= res.index < 3
-    fl = map_selection_log_probabilities(DATA, NET, epsilon=1.0, candidates=CANDS, allow_float=True)
-    np.testing.assert_allclose(fl, _hand_softmax(DATA, CANDS, 1.0)[0], rtol=0, atol=1e-12)
-    # an epsilon below the smallest rational rate selects uniformly (0-DP), never an error
-    tiny = map_selection_log_probabilities(DATA, NET, epsilon=1e-300, candidates=CANDS)
-    np.testing.assert_allclose(tiny, np.log(np.full(3, 1 / 3)), rtol=0, atol=1e-15)
 
 
 # ---- One Posterior Sample ------------------------------------------------------------------------
