@@ -61,8 +61,10 @@ def test_bessel_logpmf_at_the_smallest_subnormal_a():
     ref = np.array([_bessel_mp(kk, n, 5e-324) for kk, n in BESSEL_TINY_A])
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
-    # negative control: before the fix the logarithm was taken of a / 2, which is 0 here
-    assert 0.5 * 5e-324 == 0.0
+    # negative control: the same comparison rejects the law at twice the argument (log P
+    # moves by 2k log 2 for k >= 1); before the fix the logarithm was taken of a / 2 = 0
+    wrong = bessel_logpmf(k, nu, 1e-323)
+    assert not np.allclose(wrong, ref, rtol=1e-12, atol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +79,11 @@ def bessel_logp_fn():
     ("nu", "a", "k"),
     [
         (1.9, 9.009463052461551e259, 2**63 - 1),  # the fresh-clone fuzz failure (NaN)
+        (0.0, 5e-324, 0),  # NaN before
         (0.0, 5e-324, 1),  # -inf before
         (216.6, 5e-324, 1),  # -inf before (exact -1495.6)
         (0.0, 4e297, 0),
+        (0.0, 4e297, 2**63 - 1),
         (1e6, 1.2e160, 679),  # reported hangs
         (216.6, 4.2e216, 8046),
     ],

@@ -169,11 +169,9 @@ def bessel_logpmf_scalar(n, nu, a):
     # log P(n) = 2n log(a/2) - log n! - log[Gamma(nu + 1 + n) / Gamma(nu + 1)] - log 0F1,
     # the (a/2)^nu of numerator and I_nu cancelled analytically (no cancellation at nu ~ 1e300).
     # log(a/2) as log(a) - log(2): a/2 rounds to 0 at a = 5e-324 (then 2n log(a/2) was -inf,
-    # and 0 * -inf NaN at n = 0)
+    # and 0 * -inf NaN at n = 0); log a is finite here (a > 0), so n = 0 needs no special case
     # log 0F1(; nu + 1; a^2/4) = a^2 / (4 (nu + 1)) (1 + O(a^2)), below 1e-280 here
     log_f = (0.25 * a) * (a / (nu + 1.0))
-    if n == 0.0:
-        return -log_f
     return 2.0 * n * (math.log(a) - _LOG2) - math.lgamma(n + 1.0) - _log_rising(nu + 1.0, n) - log_f
 
 
