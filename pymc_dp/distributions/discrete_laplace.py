@@ -38,42 +38,22 @@ class DiscreteLaplaceRV(RandomVariable):
     dtype = "int64"
     _print_name = ("DiscreteLaplace", "\\operatorname{DiscreteLaplace}")
 
-    @classmethod
-    def rng_fn(cls, rng, alpha, size):
-        # X = G1 - G2 with G_i iid geometric on {0, 1, ...}, P(G = g) = (1 - alpha) alpha^g:
-        # P(X = k) = (1-alpha)^2 alpha^|k| sum_j alpha^{2j} = (1-alpha)/(1+alpha) alpha^|k|.
-        alpha = np.asarray(alpha, dtype=np.float64)
+    @staticmethod
+    def _success(alpha):
+        """``1 - alpha``, the geometric draws' success probability, after the range check."""
         if not np.all((alpha > 0.0) & (alpha < 1.0)):
             raise ValueError(f"DiscreteLaplace: alpha must lie in (0, 1), got {alpha!r}")
-        p = 1.0 - alpha
+        return 1.0 - alpha
+
+    @classmethod
+    def rng_fn(cls, rng, param, size):
+        # X = G1 - G2 with G_i iid geometric on {0, 1, ...}, P(G = g) = (1 - alpha) alpha^g:
+        # P(X = k) = (1-alpha)^2 alpha^|k| sum_j alpha^{2j} = (1-alpha)/(1+alpha) alpha^|k|.
+        p = cls._success(np.asarray(param, dtype=np.float64))
         return rng.geometric(p, size=size) - rng.geometric(p, size=size)
 
 
-discrete_laplace = DiscreteLaplaceRV()
-
-
-def _discrete_laplace_numba_core(op, node):
-    from pytensor.link.numba.dispatch.basic import numba_njit
-
-    @numba_njit
-    def random(rng, alpha):
-        if not (alpha > 0.0 and alpha < 1.0):
-            raise ValueError("DiscreteLaplace: alpha must lie in (0, 1)")
-        p = 1.0 - alpha
-        return rng.geometric(p) - rng.geometric(p)
-
-    return random
-
-
-@numba_registration
-def _register_numba():
-    # when PyTensor's numba backend is imported (before its linker compiles anything)
-    from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
-
-    numba_core_rv_funcify.register(DiscreteLaplaceRV)(_discrete_laplace_numba_core)
-
-
-class DiscreteLaplaceLogRV(RandomVariable):
+class DiscreteLaplaceLogRV(DiscreteLaplaceRV):
     """The two-sided geometric law given ``log_alpha = log(alpha) < 0`` (not ``alpha``).
 
     ``alpha`` close to 1 (a small rate ``-log alpha``, e.g. the geometric mechanism at epsilon
@@ -84,40 +64,61 @@ class DiscreteLaplaceLogRV(RandomVariable):
     """
 
     name = "discrete_laplace_log"
-    signature = "()->()"
-    dtype = "int64"
-    _print_name = ("DiscreteLaplace", "\\operatorname{DiscreteLaplace}")
 
-    @classmethod
-    def rng_fn(cls, rng, log_alpha, size):
-        la = np.asarray(log_alpha, dtype=np.float64)
-        if not np.all(np.isfinite(la) & (la < 0.0)):
-            raise ValueError(f"DiscreteLaplace: log_alpha must be finite and < 0, got {la!r}")
-        p = -np.expm1(la)
-        return rng.geometric(p, size=size) - rng.geometric(p, size=size)
+    @staticmethod
+    def _success(log_alpha):
+        if not np.all(np.isfinite(log_alpha) & (log_alpha < 0.0)):
+            raise ValueError(
+                f"DiscreteLaplace: log_alpha must be finite and < 0, got {log_alpha!r}"
+            )
+        return -np.expm1(log_alpha)
 
 
+discrete_laplace = DiscreteLaplaceRV()
 discrete_laplace_log = DiscreteLaplaceLogRV()
 
 
-def _discrete_laplace_log_numba_core(op, node):
+def _discrete_laplace_numba_core(op, node):
     from pytensor.link.numba.dispatch.basic import numba_njit
 
+    if isinstance(op, DiscreteLaplaceLogRV):
+
+        @numba_njit
+        def success(log_alpha):
+            if not (log_alpha < 0.0 and log_alpha > -np.inf):
+                raise ValueError("DiscreteLaplace: log_alpha must be finite and < 0")
+            return -np.expm1(log_alpha)
+
+    else:
+
+        @numba_njit
+        def success(alpha):
+            if not (alpha > 0.0 and alpha < 1.0):
+                raise ValueError("DiscreteLaplace: alpha must lie in (0, 1)")
+            return 1.0 - alpha
+
     @numba_njit
-    def random(rng, log_alpha):
-        if not (log_alpha < 0.0 and log_alpha > -np.inf):
-            raise ValueError("DiscreteLaplace: log_alpha must be finite and < 0")
-        p = -np.expm1(log_alpha)
+    def random(rng, param):
+        p = success(param)
         return rng.geometric(p) - rng.geometric(p)
 
     return random
 
 
 @numba_registration
-def _register_numba_log():
+def _register_numba():
+    # when PyTensor's numba backend is imported (before its linker compiles anything)
     from pytensor.link.numba.dispatch.random import numba_core_rv_funcify
 
-    numba_core_rv_funcify.register(DiscreteLaplaceLogRV)(_discrete_laplace_log_numba_core)
+    for rv in (DiscreteLaplaceRV, DiscreteLaplaceLogRV):
+        numba_core_rv_funcify.register(rv)(_discrete_laplace_numba_core)
+
+
+def _checked(fn, value, ok, param, placeholder, msg, key):
+    """``fn(value, key=param)`` with ``param`` replaced by ``placeholder`` where ``ok`` fails
+    (so the unused branch stays finite), checked by ``check_parameters``."""
+    safe = pt.switch(ok, param, np.float64(placeholder))
+    return check_parameters(fn(value, **{key: safe}), ok, msg=msg)
 
 
 class DiscreteLaplace(Discrete):
@@ -182,20 +183,18 @@ class DiscreteLaplace(Discrete):
             mode = pt.full(size, mode)
         return mode
 
+    # the unused branch stays finite for alpha outside (0, 1) (a placeholder 0.5 there);
+    # inside, alpha is used unchanged, down to the smallest subnormal
     def logp(value, alpha):
-        # keep the unused branch finite for alpha outside (0, 1) (a placeholder 0.5 there);
-        # inside, alpha is used unchanged, down to the smallest subnormal
-        safe = pt.switch(pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE)), alpha, np.float64(0.5))
-        res = logpmf_pt(value, safe)
-        return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")
+        ok = pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE))
+        return _checked(logpmf_pt, value, ok, alpha, 0.5, "0 < alpha < 1", "alpha")
 
     def logcdf(value, alpha):
-        safe = pt.switch(pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE)), alpha, np.float64(0.5))
-        res = logcdf_pt(value, safe)
-        return check_parameters(res, alpha > 0, alpha < 1, msg="0 < alpha < 1")
+        ok = pt.and_(pt.gt(alpha, _ZERO), pt.lt(alpha, _ONE))
+        return _checked(logcdf_pt, value, ok, alpha, 0.5, "0 < alpha < 1", "alpha")
 
 
-class _DiscreteLaplaceLog(Discrete):
+class _DiscreteLaplaceLog(DiscreteLaplace):
     """The law of :class:`DiscreteLaplace` parameterized by ``log_alpha < 0``
     (``DiscreteLaplace.dist(log_alpha=...)``; :class:`DiscreteLaplaceLogRV`)."""
 
@@ -205,22 +204,16 @@ class _DiscreteLaplaceLog(Discrete):
     def dist(cls, log_alpha, **kwargs):
         if not isinstance(log_alpha, Variable):  # numbers: float64, never float32 constants
             log_alpha = np.asarray(log_alpha, dtype=np.float64)
-        return super().dist([pt.as_tensor_variable(log_alpha)], **kwargs)
-
-    def support_point(rv, size, log_alpha):
-        mode = pt.zeros_like(log_alpha, dtype="int64")
-        if not rv_size_is_none(size):
-            mode = pt.full(size, mode)
-        return mode
+        return super(DiscreteLaplace, cls).dist([pt.as_tensor_variable(log_alpha)], **kwargs)
 
     def logp(value, log_alpha):
         ok = pt.and_(pt.lt(log_alpha, _ZERO), pt.gt(log_alpha, np.float64(-np.inf)))
-        safe = pt.switch(ok, log_alpha, np.float64(-1.0))
-        res = logpmf_pt(value, log_alpha=safe)
-        return check_parameters(res, ok, msg="log_alpha < 0 and finite")
+        return _checked(
+            logpmf_pt, value, ok, log_alpha, -1.0, "log_alpha < 0 and finite", "log_alpha"
+        )
 
     def logcdf(value, log_alpha):
         ok = pt.and_(pt.lt(log_alpha, _ZERO), pt.gt(log_alpha, np.float64(-np.inf)))
-        safe = pt.switch(ok, log_alpha, np.float64(-1.0))
-        res = logcdf_pt(value, log_alpha=safe)
-        return check_parameters(res, ok, msg="log_alpha < 0 and finite")
+        return _checked(
+            logcdf_pt, value, ok, log_alpha, -1.0, "log_alpha < 0 and finite", "log_alpha"
+        )
