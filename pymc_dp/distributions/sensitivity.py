@@ -275,8 +275,9 @@ def _finish(ch: _Ch, lo, hi) -> _Ch:
 
 def _from_enum(axis, enum, shape) -> _Ch:
     """Exact change bounds of a row-local node from its enumeration."""
-    e = np.broadcast_to(enum, (enum.shape[0], *shape)) if enum.shape[1:] != shape else enum
-    d = np.max(e, axis=0) - np.min(e, axis=0)
+    # the range over the support on the enumeration as stored (its record axis may be 1), then
+    # broadcast: reducing the broadcast view would visit S * n * ... values for the same numbers
+    d = np.broadcast_to(np.max(enum, axis=0) - np.min(enum, axis=0), shape)
     if np.all(d == 0):
         z = np.zeros(shape[axis]) if len(shape) else np.zeros(())
         return _Ch(axis, d, z, z.copy(), enum)
@@ -1372,10 +1373,7 @@ def _dot(a: _AV, b: _AV, same: bool = False) -> _AV:
     ma = np.maximum(abs(a.lo), abs(a.hi))
     mb = np.maximum(abs(b.lo), abs(b.hi))
     # interval product: sum_j [a_kj b_jl]
-    corners = [_smul(x[:, :, None], y[None, :, :]) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
-    lo = np.sum(np.minimum.reduce(corners), axis=1)
-    hi = np.sum(np.maximum.reduce(corners), axis=1)
-    lo, hi = _clean(lo, hi)
+    lo, hi = _clean(*_interval_matmul(a, b))
     ch = {}
     for g in set(a.ch) | set(b.ch):
         ca, cb = a.ch.get(g), b.ch.get(g)
@@ -1417,7 +1415,7 @@ def _dot_left(ca: _Ch, b: _AV, mb) -> _Ch:
     if ca.axis == 1:  # the contracted axis: record j adds A[:, j] (x) B[j, :]
         l1 = _amax(_smul(ca.l1, row_l1))
         l2 = _amax(_smul(ca.l2, row_l2))
-        dd = np.max(_smul(ca.d[:, :, None], mb[None, :, :]), axis=1) if ca.d.size else d
+        dd = _max_prod(ca.d, mb) if ca.d.size else d
         return _Ch(None, dd, _f(l1), _f(l2))
     spec = np.linalg.norm(mb, 2) if mb.size else 0.0
     return _Ch(None, d, _smul(ca.l1, _amax(row_l1)), _smul(ca.l2, spec))
@@ -1425,7 +1423,56 @@ def _dot_left(ca: _Ch, b: _AV, mb) -> _Ch:
 
 def _smul_mat(d, m):
     """``d @ m`` for nonnegative bounds with 0 * inf = 0."""
-    return np.sum(_smul(d[:, :, None], m[None, :, :]), axis=1)
+    return _smatmul(_f(d), _f(m))
+
+
+def _max_prod(d, m):
+    """``max_j d_ij m_jk`` with 0 * inf = 0, over blocks of ``j`` (memory bounded by
+    ``MAX_ENUM_SIZE`` values rather than ``i j k``)."""
+    d, m = _f(d), _f(m)
+    step = max(1, MAX_ENUM_SIZE // max(d.shape[0] * m.shape[1], 1))
+    out = np.zeros((d.shape[0], m.shape[1]))
+    for j in range(0, d.shape[1], step):
+        block = _smul(d[:, j : j + step, None], m[None, j : j + step, :])
+        out = np.maximum(out, np.max(block, axis=1))
+    return out
+
+
+def _smatmul(x, y):
+    """``sum_j x_ij y_jk`` with 0 * inf = 0 (:func:`_smul`), as a matrix product: the finite
+    part by BLAS, the infinite terms counted separately (``nan`` where both ``+inf`` and
+    ``-inf`` terms meet, as the sum of the products would give)."""
+    xinf, yinf = np.isinf(x), np.isinf(y)
+    out = np.where(xinf, 0.0, x) @ np.where(yinf, 0.0, y)
+    if not (xinf.any() or yinf.any()):
+        return out
+
+    def hits(p, q):  # some j with p_ij and q_jk (counts of 0/1 terms: exact in float)
+        return (p.astype(np.float64) @ q.astype(np.float64)) > 0
+
+    xp, xn, yp, yn = x > 0, x < 0, y > 0, y < 0
+    xpi, xni, ypi, yni = x == np.inf, x == -np.inf, y == np.inf, y == -np.inf
+    up = hits(xpi, yp) | hits(xni, yn) | hits(xp, ypi) | hits(xn, yni)
+    down = hits(xpi, yn) | hits(xni, yp) | hits(xp, yni) | hits(xn, ypi)
+    out = np.where(up, np.inf, out)
+    out = np.where(down, -np.inf, out)
+    return np.where(up & down, np.nan, out)
+
+
+def _interval_matmul(a: _AV, b: _AV):
+    """``(lo, hi)`` of ``sum_j [a_kj b_jl]`` over the intervals of ``a`` and ``b``: the smallest
+    and largest of the four corner products per term, summed. When one operand is exact (the
+    usual constant or data matrix), the corner taken depends on its sign only, so the sums are
+    matrix products; else the terms are formed (memory ``k j l``)."""
+    if np.array_equal(a.lo, a.hi):
+        pos, neg = np.maximum(a.lo, 0.0), np.minimum(a.lo, 0.0)
+        return _smatmul(pos, b.lo) + _smatmul(neg, b.hi), _smatmul(pos, b.hi) + _smatmul(neg, b.lo)
+    if np.array_equal(b.lo, b.hi):
+        pos, neg = np.maximum(b.lo, 0.0), np.minimum(b.lo, 0.0)
+        return _smatmul(a.lo, pos) + _smatmul(a.hi, neg), _smatmul(a.hi, pos) + _smatmul(a.lo, neg)
+    corners = [_smul(x[:, :, None], y[None, :, :]) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
+    with np.errstate(invalid="ignore"):  # +inf meeting -inf: nan, made -inf/+inf by _clean
+        return np.sum(np.minimum.reduce(corners), axis=1), np.sum(np.maximum.reduce(corners), 1)
 
 
 def _dot_both(a, b, ca: _Ch, cb: _Ch, ma, mb, same=False) -> _Ch:
@@ -1484,8 +1531,10 @@ def _join_parts(parts, axis, dtype) -> _AV:
             enums.append(c.enum)
         rec = next(iter(axes)) if row else None
         if row and all(e is not None for e in enums):
+            # the record axis stays 1 when it is 1 in every part (the same values in every row)
+            r = 1 if all(e.shape[1 + rec] == 1 for e in enums) else lo.shape[rec]
             full = [
-                np.broadcast_to(e, (e.shape[0], *p.shape))
+                np.broadcast_to(e, (e.shape[0], *p.shape[:rec], r, *p.shape[rec + 1 :]))
                 for e, p in zip(enums, parts, strict=True)
             ]
             s = max(e.shape[0] for e in full)

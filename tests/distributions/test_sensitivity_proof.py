@@ -498,3 +498,85 @@ def test_property_harness_rejects_a_wrong_prover(monkeypatch):
     naive = max(real(x.sum()).l1, 0.0)  # the change of either branch alone
     with pytest.raises(AssertionError):
         assert naive >= brute_force(stat, [(x, [0, 1])])[0]
+
+
+# ---- the matrix-product forms of the interval and change bounds ------------------------------
+
+
+def _dense_corner_sums(alo, ahi, blo, bhi):
+    """Reference: every term's four corner products (0 * inf = 0), min and max, summed."""
+
+    def smul(x, y):
+        with np.errstate(invalid="ignore"):
+            out = x * y
+        return np.where((x == 0) | (y == 0), 0.0, out)
+
+    corners = [smul(x[:, :, None], y[None, :, :]) for x in (alo, ahi) for y in (blo, bhi)]
+    with np.errstate(invalid="ignore"):
+        return (
+            np.sum(np.minimum.reduce(corners), axis=1),
+            np.sum(np.maximum.reduce(corners), axis=1),
+        )
+
+
+@pytest.mark.parametrize("exact_side", ["left", "right", "neither"])
+def test_interval_matmul_equals_the_corner_sums(rng, exact_side):
+    """``_interval_matmul`` (matrix products when one side is exact) against the dense corner
+    sums, with zeros and +-inf in the interval operand (0 * inf = 0, +inf meeting -inf is nan),
+    and both against a sum worked by hand. Integer-valued entries, so every sum is exact and
+    the comparison is exact: false-alarm rate 0. Control: the naive product of the ends
+    (``a @ b.lo``, ``a @ b.hi``) is rejected by the hand-worked case."""
+    k, j, m = 4, 7, 3
+    vals = np.array([-np.inf, -3.0, -1.0, 0.0, 0.0, 2.0, 5.0, np.inf])
+
+    def interval(shape):
+        ends = np.sort(rng.choice(vals, size=(2, *shape)), axis=0)
+        return ends[0], ends[1]
+
+    def exact(shape):
+        v = rng.integers(-3, 4, size=shape).astype(np.float64)
+        return v, v
+
+    shapes = ((k, j), (j, m))
+    if exact_side == "left":
+        (alo, ahi), (blo, bhi) = exact(shapes[0]), interval(shapes[1])
+    elif exact_side == "right":
+        (alo, ahi), (blo, bhi) = interval(shapes[0]), exact(shapes[1])
+    else:
+        (alo, ahi), (blo, bhi) = interval(shapes[0]), interval(shapes[1])
+    lo, hi = sens._interval_matmul(
+        sens._AV(lo=alo, hi=ahi, integer=True), sens._AV(lo=blo, hi=bhi, integer=True)
+    )
+    ref_lo, ref_hi = _dense_corner_sums(alo, ahi, blo, bhi)
+    np.testing.assert_array_equal(lo, ref_lo)
+    np.testing.assert_array_equal(hi, ref_hi)
+    # by hand: 2 * [-1, 3] + (-1) * [0, inf] + 0 * [-inf, inf] = [-2, 6] + [-inf, 0] + 0
+    a = np.array([[2.0, -1.0, 0.0]])
+    blo, bhi = np.array([[-1.0], [0.0], [-np.inf]]), np.array([[3.0], [np.inf], [np.inf]])
+    hand = (np.array([[-np.inf]]), np.array([[6.0]]))
+    got = sens._interval_matmul(sens._AV(a, a, True), sens._AV(blo, bhi, True))
+    for ours, ref in zip((got, _dense_corner_sums(a, a, blo, bhi)), (hand, hand), strict=True):
+        np.testing.assert_array_equal(ours[0], ref[0])
+        np.testing.assert_array_equal(ours[1], ref[1])
+    with np.errstate(invalid="ignore"), pytest.raises(AssertionError):
+        np.testing.assert_array_equal((a @ blo, a @ bhi), hand)
+
+
+def test_change_bound_products_equal_the_dense_forms(rng):
+    """``_smul_mat`` and ``_max_prod`` (blocked) against the dense ``sum_j`` / ``max_j`` of
+    ``d_ij m_jk`` with 0 * inf = 0, nonnegative bounds with zeros and infinities, including
+    more columns than one block holds. Exact comparison: false-alarm rate 0."""
+    d = rng.choice([0.0, 0.5, 1.0, 3.0, np.inf], size=(3, 50))
+    m = rng.choice([0.0, 1.0, 2.0, np.inf], size=(50, 4))
+    with np.errstate(invalid="ignore"):
+        prod = np.where((d[:, :, None] == 0) | (m[None] == 0), 0.0, d[:, :, None] * m[None])
+    np.testing.assert_array_equal(sens._smul_mat(d, m), prod.sum(axis=1))
+    old = sens.MAX_ENUM_SIZE
+    try:
+        sens.MAX_ENUM_SIZE = 12 * 7  # blocks of 7 of the 50 columns
+        np.testing.assert_array_equal(sens._max_prod(d, m), prod.max(axis=1))
+    finally:
+        sens.MAX_ENUM_SIZE = old
+    # control: the plain product (0 * inf = nan) differs from the reference
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(d @ m).any() and not np.isnan(prod.sum(axis=1)).any()
