@@ -253,11 +253,13 @@ class Discretized:
 
     def to_units(self, released) -> np.ndarray:
         """A released value in grid units (int64), checked to lie on the grid."""
-        z = np.asarray(released, dtype=np.float64) / self.grid
-        if not np.all(np.isfinite(z) & (z == np.round(z))):
+        with np.errstate(over="ignore"):  # beyond the double range: inf, refused below
+            z = np.asarray(released, dtype=np.float64) / self.grid
+        # |z| <= 2**53 (as release() guarantees): beyond, z is no release and int64 can wrap
+        if not np.all((np.abs(z) <= 2.0**53) & (z == np.round(z))):
             raise ValueError(
-                f"released must be multiples of the grid {self.grid!r} (a release of this "
-                "mechanism)"
+                f"released must be multiples of the grid {self.grid!r} within 2**53 grid steps "
+                "(a release of this mechanism)"
             )
         return z.astype(np.int64)
 

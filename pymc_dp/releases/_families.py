@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp.accounting import round_up
+from pymc_dp.mechanisms.discretized import snap
 
 __all__ = ["FAMILIES", "family_of"]
 
@@ -501,8 +502,6 @@ def _normal_grid_sup(ka: int, kb: int, w: int) -> tuple[int, int]:
 
 def snap_bounds(bounds: tuple[float, float], grid: float) -> tuple[int, int]:
     """The integer range ``[r(a / g), r(b / g)]`` of records clamped to ``[a, b]`` and snapped."""
-    from pymc_dp.mechanisms.discretized import snap
-
     ka, kb = (int(v) for v in snap(np.array(bounds, dtype=np.float64), grid))
     return ka, kb
 
@@ -535,15 +534,9 @@ class NormalGrid:
             )
         self.w = max(abs(self.ka), abs(self.kb), 1)
 
-    def snap(self, records) -> np.ndarray:
-        from pymc_dp.mechanisms.discretized import snap
-
-        return snap(records, self.grid)
-
     def statistic(self, records) -> np.ndarray:
-        top = self.w * max(abs(self.ka), abs(self.kb), 1)
-        _check_int_range(len(records), top, "grid")
-        k = self.snap(records)
+        _check_int_range(len(records), self.w * self.w, "grid")  # w^2 = max(w|k|, k^2)
+        k = snap(records, self.grid)
         return np.array([self.w * int(k.sum()), int((k * k).sum())], dtype=np.int64)
 
     def sensitivity(self) -> tuple[int, int]:
@@ -566,18 +559,12 @@ class RegressionGrid:
         self.kx = snap_bounds(bounds[0], gx)
         self.ky = snap_bounds(bounds[1], gy)
 
-    def snap(self, records):
-        from pymc_dp.mechanisms.discretized import snap
-
-        X, y = records
-        return snap(X, self.gx), snap(y, self.gy)
-
     def statistic(self, records) -> np.ndarray:
         mx, my = max(map(abs, self.kx)), max(map(abs, self.ky))
-        X, _ = records
+        X, y = records
         d = X.shape[1]
         _check_int_range(X.shape[0], max(mx * mx * d, mx * my * d, my * my, 1), "grid")
-        kx, ky = self.snap(records)
+        kx, ky = snap(X, self.gx), snap(y, self.gy)
         iu = np.triu_indices(d)
         return np.concatenate([(kx.T @ kx)[iu], kx.T @ ky, [ky @ ky]]).astype(np.int64)
 

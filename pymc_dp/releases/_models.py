@@ -24,7 +24,7 @@ from pytensor.tensor.variable import TensorVariable
 from pymc_dp._cache import lazy_module
 from pymc_dp.distributions.release import Release, is_random_variable
 from pymc_dp.mechanisms.discretized import snap_pt
-from pymc_dp.releases._families import snap_bounds
+from pymc_dp.releases._families import NormalGrid
 
 __all__ = ["build_model"]
 
@@ -108,7 +108,7 @@ def _normal(rel, prior, name):
     lo, hi = rel.bounds
     if getattr(rel, "grid", None) is not None:  # exact release: records snapped to the grid
         k = _snapped(x, lo, hi, rel.grid)
-        w = np.int64(max(abs(v) for v in snap_bounds(rel.bounds, rel.grid)) or 1)
+        w = np.int64(NormalGrid(rel.bounds, rel.grid).w)  # the data holder's weight
         stat = pt.stack([w * k, k * k], axis=1).sum(axis=0)
         Release(name, stat, rel.mechanism, observed=_observed(rel))
         return

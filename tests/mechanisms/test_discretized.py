@@ -101,5 +101,10 @@ def test_release_on_grid_and_units(rng):
     assert d.release([0.1]).dtype == np.float64  # secure source
     with pytest.raises(ValueError, match="grid"):
         d.to_units([0.01])
+    # on the grid but beyond 2**53 steps (no release gives it): an error, not a wrapped int64
+    for far in (2.0**53, 1e300, np.inf, np.nan):
+        with pytest.raises(ValueError, match="released"):
+            d.to_units([0.0, far])
+    assert d.to_units([2.0**49]).tolist() == [2**53]  # the edge itself is kept
     with pytest.raises(ValueError, match="rho"):
         Discretized(grid=1.0, epsilon=1.0, rho=0.5)
