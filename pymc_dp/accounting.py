@@ -207,16 +207,12 @@ def round_up(x) -> float:
     >>> round_up(Fraction(1, 2)), round_up(Fraction(1, 3)) > 1 / 3
     (0.5, True)
     """
+    given = x
+    x = _exact("x", x)
     if not isinstance(x, Fraction):
-        if _is_integer(x):
-            x = Fraction(int(x))
-        else:
-            f = _as_real("x", x)  # TypeError for bools, strings, complex numbers, durations
-            if math.isnan(f):
-                raise ValueError(f"x must be a number, got {x!r}")
-            if math.isinf(f):  # the smallest double >= ±inf is itself
-                return f
-            x = Fraction(f)
+        if math.isnan(x):
+            raise ValueError(f"x must be a number, got {given!r}")
+        return x  # the smallest double >= ±inf is itself
     try:
         f = float(x)
     except OverflowError:
@@ -235,19 +231,23 @@ def _is_integer(value) -> bool:
     )
 
 
+def _exact(name: str, value) -> Fraction | float:
+    """``value`` as an exact ``Fraction`` (a ``Fraction`` as it is, integers exactly, floats
+    exactly), or the float itself when it is not finite; ``TypeError`` naming ``name`` for
+    bools, strings, complex numbers and durations."""
+    if isinstance(value, Fraction):
+        return value
+    if _is_integer(value):
+        return Fraction(int(value))
+    f = _as_real(name, value)
+    return Fraction(f) if math.isfinite(f) else f
+
+
 def _as_positive_rational(name: str, value) -> Fraction:
     """``value`` as an exact ``Fraction`` if it is a finite real number > 0, else raise naming
     ``name`` (``TypeError`` for bools, strings, complex numbers and durations)."""
-    if isinstance(value, Fraction):
-        x = value
-    elif _is_integer(value):
-        x = Fraction(int(value))
-    else:
-        f = _as_real(name, value)
-        if not math.isfinite(f):
-            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-        x = Fraction(f)
-    if x > 0:
+    x = _exact(name, value)
+    if isinstance(x, Fraction) and x > 0:
         return x
     raise ValueError(f"{name} must be finite and > 0, got {value!r}")
 
@@ -272,16 +272,8 @@ def as_distance(d_in, *, integer: bool = False) -> Fraction:
     >>> as_distance(3), as_distance(0.5)
     (Fraction(3, 1), Fraction(1, 2))
     """
-    if _is_integer(d_in):
-        d = Fraction(int(d_in))
-    elif isinstance(d_in, Fraction):  # exact (e.g. k * sensitivity), never rounded
-        d = d_in
-    else:
-        x = _as_real("d_in", d_in)
-        if not math.isfinite(x):
-            raise ValueError(f"d_in must be finite and >= 0, got {d_in!r}")
-        d = Fraction(x)
-    if not d >= 0:
+    d = _exact("d_in", d_in)  # a Fraction (e.g. k * sensitivity) stays exact, never rounded
+    if not (isinstance(d, Fraction) and d >= 0):
         raise ValueError(f"d_in must be finite and >= 0, got {d_in!r}")
     if integer and d.denominator != 1:
         raise ValueError(
