@@ -72,6 +72,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from pymc_dp.kernels.noise_logpdf import call_logpdf, njit_for, specialised
+
 __all__ = [
     "GroupState",
     "NoiseRows",
@@ -80,6 +82,7 @@ __all__ = [
     "records_from_replacements",
     "soma_sweep_grouped_kernel",
     "soma_sweep_kernel",
+    "specialized_soma_kernels",
 ]
 
 
@@ -120,7 +123,7 @@ def _log_eta(stat, noise, logpdf, lp):  # pragma: no cover - compiled
     z, params = noise
     out = 0.0
     for k in range(z.shape[0]):
-        lp[k] = logpdf(z[k] - stat[k], params[k])
+        lp[k] = call_logpdf(logpdf, z[k] - stat[k], params[k])
         out += lp[k]
     return out
 
@@ -144,7 +147,7 @@ def _log_weights(state, t_off, noise, logpdf, buf):  # pragma: no cover - compil
         for k in range(m):
             d = t_off[k] - t_cur[j, k]
             if d != 0.0:
-                lw += logpdf(z[k] - (stat[k] + d), params[k])
+                lw += call_logpdf(logpdf, z[k] - (stat[k] + d), params[k])
             else:
                 lw += lp[k]
         if lw != lw:
@@ -395,7 +398,7 @@ def _group_weights(gs, g_off, noise, logpdf, buf):  # pragma: no cover - compile
             lw = 0.0
             for k in range(z.shape[0]):
                 d = gs.rows[g_off, k] - gs.rows[g, k]
-                lw += logpdf(z[k] - (gs.stat[k] + d), params[k]) if d != 0.0 else lp[k]
+                lw += call_logpdf(logpdf, z[k] - (gs.stat[k] + d), params[k]) if d != 0.0 else lp[k]
             if lw != lw:
                 lw = -np.inf
         logw[g] = lw
@@ -542,3 +545,34 @@ def records_from_replacements(current, offers, replaced):
         new[pos] = np.asarray(o)[src]
         out.append(new)
     return out
+
+
+_SOMA_CACHED: dict = {}
+
+
+def specialized_soma_kernels(logpdf):
+    """``(plain, grouped)``: :func:`soma_sweep_kernel` and :func:`soma_sweep_grouped_kernel`
+    with ``logpdf`` fixed (the same arguments without ``logpdf``), built once per process, and
+    compiled once per machine for the built-in noise families
+    (:func:`pymc_dp.kernels.noise_logpdf.specialised`).
+
+    Examples
+    --------
+    >>> from pymc_dp.mechanisms.laplace import Laplace
+    >>> pair = specialized_soma_kernels(Laplace(scale=1.0).numba_logpdf)
+    >>> pair is specialized_soma_kernels(Laplace(scale=2.0).numba_logpdf), len(pair)
+    (True, 2)
+    """
+    return specialised(_SOMA_CACHED, _build_soma, logpdf)
+
+
+def _build_soma(f):
+    @njit_for(f)
+    def plain(state, t_offer, noise, u, replaced):  # pragma: no cover - compiled
+        return soma_sweep_kernel(state, t_offer, noise, f, u, replaced)
+
+    @njit_for(f)
+    def grouped(gs, gid_offer, noise, u, replaced):  # pragma: no cover - compiled
+        return soma_sweep_grouped_kernel(gs, gid_offer, noise, f, u, replaced)
+
+    return plain, grouped

@@ -56,8 +56,7 @@ from pymc_dp.kernels.soma import (
     SomaState,
     group_state,
     records_from_replacements,
-    soma_sweep_grouped_kernel,
-    soma_sweep_kernel,
+    specialized_soma_kernels,
 )
 from pymc_dp.step_methods.da_blocks import CHECK_MODE, rows
 
@@ -139,14 +138,15 @@ def _attempts(noise, logpdf, rows, rng):
     """
     stat, t_cur, t_off = rows
     replaced = np.empty(t_off.shape[0], dtype=np.int64)
+    plain, grouped = specialized_soma_kernels(logpdf)
     gs, g_off = group_state(stat, t_cur, t_off)
     if 2 * gs.rows.shape[0] <= t_cur.shape[0]:
         u = rng.random((t_off.shape[0], 3))
-        out = soma_sweep_grouped_kernel(gs, g_off, noise, logpdf, u, replaced)
+        out = grouped(gs, g_off, noise, u, replaced)
         t_cur[...] = gs.rows[gs.gid]
     else:
         u = rng.random((t_off.shape[0], 2))
-        out = soma_sweep_kernel(SomaState(stat, t_cur), t_off, noise, logpdf, u, replaced)
+        out = plain(SomaState(stat, t_cur), t_off, noise, u, replaced)
     return replaced, out
 
 
