@@ -197,13 +197,17 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
     return _up(top - bottom + 4.0 * (math.ulp(top) + math.ulp(bottom)), 1)
 
 
-def _prior_values(prior, k: int) -> list[float]:
-    """``prior`` as ``k`` floats; ``TypeError``/``ValueError`` naming ``prior`` otherwise."""
+def _prior_values(prior, k: int) -> np.ndarray:
+    """``prior`` as ``k`` finite positive floats; ``TypeError``/``ValueError`` naming ``prior``
+    otherwise."""
     if isinstance(prior, str | bytes) or not hasattr(prior, "__len__"):
         raise TypeError(f"prior must be a sequence of {k} positive numbers, got {prior!r}")
     if len(prior) != k:
         raise ValueError(f"prior must be {k} finite positive numbers, got {prior!r}")
-    return [_as_real("prior", v) for v in prior]
+    alpha = np.array([_as_real("prior", v) for v in prior])
+    if not np.all(np.isfinite(alpha) & (alpha > 0)):
+        raise ValueError(f"prior must be {k} finite positive numbers, got {prior!r}")
+    return alpha
 
 
 # ---- exact truncated Beta draws ---------------------------------------------------------------
@@ -462,17 +466,11 @@ class OnePosteriorSample:
 
     def _alpha(self, prior) -> np.ndarray:
         """The concentration per category (``(beta, alpha)`` for Bernoulli records)."""
-        if self.family == "beta_bernoulli":
-            a, b = (1.0, 1.0) if prior is None else _prior_values(prior, 2)
-            if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
-                raise ValueError(f"prior must be two finite positive numbers, got {prior!r}")
-            return np.array([b, a])
         if prior is None:
             return np.ones(self.n_categories)
-        alpha = np.asarray(_prior_values(prior, self.n_categories), np.float64)
-        if alpha.shape != (self.n_categories,) or not np.all(np.isfinite(alpha) & (alpha > 0)):
-            raise ValueError(f"prior must be {self.n_categories} finite positive numbers")
-        return alpha
+        alpha = _prior_values(prior, self.n_categories)
+        # the Beta prior (alpha, beta) weighs successes, category 1: reversed
+        return alpha[::-1].copy() if self.family == "beta_bernoulli" else alpha
 
     def _sample_float(self, counts, alpha, rng):
         t = self.temperature
