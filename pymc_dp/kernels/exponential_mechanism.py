@@ -29,14 +29,15 @@ True
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 
 import numba
 import numpy as np
 
 from pymc_dp.kernels.exact_sampling import (
-    MAX_INT,
     _bernoulli_exp_parts,
+    _check_int,
     _drive,
     _uniform_below,
     best_rational,
@@ -112,10 +113,13 @@ def log_weights_to_gammas(numerators, denominator: int):
     >>> q.tolist(), r.tolist(), d
     ([0, 1, 0], [2, 3, 0], 4)
     """
-    d = int(denominator)
-    if not 1 <= d <= MAX_INT:
-        raise ValueError(f"denominator must lie in [1, 2**61], got {denominator!r}")
-    n = [int(v) for v in numerators]
+    d = _check_int("denominator", denominator)
+    try:  # exact integers only: int() would truncate a float numerator
+        n = [operator.index(v) for v in numerators]
+    except TypeError:
+        raise TypeError(f"numerators must be integers, got {numerators!r}") from None
+    if not n:
+        raise ValueError("numerators must hold at least one log-weight")
     top = max(n)
     q = np.empty(len(n), dtype=np.int64)
     r = np.empty(len(n), dtype=np.int64)
@@ -127,13 +131,14 @@ def log_weights_to_gammas(numerators, denominator: int):
 
 def _checked_gammas(q, r, den):
     """``(q, r, den)`` as int64 arrays and an int, or ``ValueError`` naming what is wrong."""
-    q = np.ascontiguousarray(q, dtype=np.int64)
+    q, r = np.asarray(q), np.asarray(r)
+    if q.dtype.kind not in "iu" or r.dtype.kind not in "iu":  # a float would be truncated
+        raise TypeError(f"q and r must be integer arrays, got dtypes {q.dtype} and {r.dtype}")
+    q = np.ascontiguousarray(q, dtype=np.int64)  # (uint64 above 2**63 wraps: refused below)
     r = np.ascontiguousarray(r, dtype=np.int64)
-    den = int(den)
+    den = _check_int("den", den)
     if q.ndim != 1 or q.shape != r.shape or q.size == 0 or q.size > MAX_CANDIDATES:
         raise ValueError("q and r must be 1-D arrays of the same, non-zero length")
-    if not 1 <= den <= MAX_INT:
-        raise ValueError(f"den must lie in [1, 2**61], got {den!r}")
     if not (np.all(q >= 0) and np.all((r >= 0) & (r < den)) and np.any((q == 0) & (r == 0))):
         raise ValueError("need q >= 0, 0 <= r < den, and some candidate with gamma = 0")
     return q, r, den

@@ -99,6 +99,17 @@ def test_kernel_refuses_bad_input():
         exact_log_probabilities([0], [0], 0)
     with pytest.raises(ValueError, match="gamma = 0"):
         exact_log_probabilities([1, 2], [0, 0], 1)
+    # fractional inputs are refused, not truncated (int(2.5) = 2 gave another law)
+    with pytest.raises(TypeError, match="den"):
+        exact_log_probabilities([0, 1], [0, 1], 2.5)
+    with pytest.raises(TypeError, match="q and r"):
+        sample_exponential_mechanism([0, 1.5], [0, 0], 1, size=1)
+    with pytest.raises(TypeError, match="numerators"):
+        log_weights_to_gammas([0, 2.5], 4)
+    with pytest.raises(TypeError, match="denominator"):
+        log_weights_to_gammas([0, 2], 4.0)
+    with pytest.raises(ValueError, match="numerators"):
+        log_weights_to_gammas([], 4)
 
 
 # ---- One Posterior Sample ------------------------------------------------------------------------
