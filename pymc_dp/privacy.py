@@ -63,7 +63,6 @@ import json
 import math
 import numbers
 import warnings
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -71,7 +70,6 @@ from fractions import Fraction
 import numpy as np
 from pytensor.graph.basic import Constant
 from pytensor.graph.op import HasInnerGraph
-from pytensor.graph.traversal import ancestors
 
 from pymc_dp.accounting import PrivacyGuarantee, compose, compose_repeated, implied_rho
 from pymc_dp.distributions.privatized import PrivatizedRV
@@ -456,42 +454,17 @@ def _collect(model):
     return found, mixtures, notes
 
 
-#: release node -> (the data values its statistic read, the proof): ``pm.sample`` reports on
-#: every run, and the data change only through ``pm.set_data`` (a new value object)
-_PROOFS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _proof(node):
-    """:func:`~pymc_dp.distributions.sensitivity.prove_sensitivity` of a release node's
-    statistic, reused while every data container it reads holds the same value object."""
-    from pytensor.tensor.sharedvar import TensorSharedVariable
-
-    from pymc_dp.distributions.sensitivity import prove_sensitivity
-
-    stat = node.inputs[0]
-    data = tuple(
-        v.get_value(borrow=True) for v in ancestors([stat]) if isinstance(v, TensorSharedVariable)
-    )
-    hit = _PROOFS.get(node)
-    if hit is not None and len(hit[0]) == len(data):
-        if all(a is b for a, b in zip(hit[0], data, strict=True)):
-            return hit[1]
-    proof = prove_sensitivity(stat)
-    _PROOFS[node] = (data, proof)
-    return proof
-
-
 def _proof_notes(found) -> list[str]:
     """A note per claimed ``Release`` whose declared sensitivity the statistic's graph does not
     prove (:func:`pymc_dp.distributions.sensitivity.prove_sensitivity`): the claim then rests on
     the user's statement (and on the records' steps, which check the changes they propose)."""
-    from pymc_dp.distributions.sensitivity import RTOL, sensitivity_norm
+    from pymc_dp.distributions.sensitivity import RTOL, _proof_of, sensitivity_norm
 
     out = []
     for name, kind, mech, _, node in found:
         if kind != "release" or not mech.has_privacy_claim:
             continue
-        proof = _proof(node)
+        proof = _proof_of(node.inputs[0])
         norm = sensitivity_norm(mech)
         bound = proof.bound(norm)
         declared = float(mech.sensitivity)

@@ -62,6 +62,7 @@ import contextlib
 import itertools
 import math
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -1648,6 +1649,46 @@ def prove_sensitivity(statistic) -> SensitivityProof:
     return SensitivityProof(l1, l2, True, None, names)
 
 
+#: statistic -> (the data values it read, its proof); see :func:`_proof_of`
+_PROOFS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _proof_of(statistic) -> SensitivityProof:
+    """:func:`prove_sensitivity` of ``statistic``, made once and reused while every data
+    container (``pm.Data``) its graph reads holds the same value object.
+
+    The check when a release is built and the privacy report (which ``pm.sample`` writes on
+    every run) prove the same statistic; ``pm.set_data`` stores a new value object, so the
+    proof is made again after it.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> with pm.Model():
+    ...     w = pm.Data("w", [1.0, 4.0])
+    ...     x = pm.Bernoulli("x", p=0.5, shape=2)
+    ...     stat = (w * x).sum()
+    ...     first = _proof_of(stat)
+    ...     again = _proof_of(stat)
+    ...     pm.set_data({"w": [1.0, 9.0]})
+    ...     after = _proof_of(stat)
+    >>> first is again, first.l1, after.l1
+    (True, 4.0, 9.0)
+    """
+    data = [
+        v.get_value(borrow=True) for v in ancestors([statistic]) if isinstance(v, SharedVariable)
+    ]
+    data = [a for a in data if isinstance(a, np.ndarray)]  # pm.Data values (not generators)
+    hit = _PROOFS.get(statistic)
+    if hit is not None and len(hit[0]) == len(data):
+        if all(ref() is a for ref, a in zip(hit[0], data, strict=True)):
+            return hit[1]
+    proof = prove_sensitivity(statistic)
+    # weak references: a replaced value is not kept alive, and a dead one matches nothing
+    _PROOFS[statistic] = (tuple(weakref.ref(a) for a in data), proof)
+    return proof
+
+
 def sensitivity_norm(mechanism) -> str:
     """``"l2"`` for the Gaussian mechanisms, else ``"l1"``: the norm of ``sensitivity``.
 
@@ -1797,7 +1838,7 @@ def check_declared_sensitivity(statistic, mechanism, release: str = "the release
     """
     if not getattr(mechanism, "privacy_declared", False) or _SKIP_BUILD_CHECK[0]:
         return None
-    proof = prove_sensitivity(statistic)
+    proof = _proof_of(statistic)
     norm = sensitivity_norm(mechanism)
     declared = float(mechanism.sensitivity)
     if not proof.proven:
