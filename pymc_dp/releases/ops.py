@@ -65,7 +65,6 @@ point instead (inverse CDF or rejection from a numpy ``Generator``), for simulat
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -356,15 +355,8 @@ class OnePosteriorSample:
     def __post_init__(self):
         object.__setattr__(self, "epsilon", as_positive_finite("epsilon", self.epsilon))
         raw = self.log_likelihood_range
-        if isinstance(raw, bool | np.bool_) or not isinstance(raw, numbers.Real):
-            raise TypeError(
-                f"log_likelihood_range must be a real number (the bound C on the "
-                f"log-likelihood's range), got {raw!r} of type {type(raw).__name__}"
-            )
-        try:
-            c = float(raw)
-        except OverflowError:
-            c = math.inf
+        # TypeError for bools, strings, durations; ValueError beyond the double range
+        c = _as_real("log_likelihood_range", raw)
         if not (math.isfinite(c) and c >= 0.0):
             raise ValueError(
                 f"log_likelihood_range must be finite and >= 0, got {self.log_likelihood_range!r}"
