@@ -413,7 +413,6 @@ class _Analysis:
         self.groups: dict = {}
         self.supports: dict = {}
         self.keys: dict = {}
-        self.zero_records = []
         # parameters of the records (support bounds) are read with every random variable free
         self.params = self if statistic is None else _Analysis()
         self._setup_groups()
@@ -427,8 +426,6 @@ class _Analysis:
                 key = ("scalar", id(rv))
             else:
                 key = shape[0]
-                if shape[0] == 0:
-                    self.zero_records.append(rv)
             by_key.setdefault(key, []).append((rv, shape))
         for key, members in by_key.items():
             info = {"members": members, "enum": None}
@@ -585,11 +582,11 @@ class _Analysis:
             )
             return [_dot(ins[0], ins[1], same)]
         if isinstance(op, Join):
-            return [_join(self, node, ins)]
+            return [_join(node, ins)]
         if isinstance(op, MakeVector):
-            return [_join_parts([_expand0(a) for a in ins], 0, node.outputs[0].dtype)]
+            return [_join_parts([_expand0(a) for a in ins], 0)]
         if isinstance(op, Reshape):
-            return [_reshape(self, ins[0], ins[1])]
+            return [_reshape(ins[0], ins[1])]
         if isinstance(op, Alloc):
             return [_alloc(ins)]
         if isinstance(op, Shape):
@@ -807,7 +804,7 @@ def _elemwise(an, node, ins):
     lo, hi = _clean(_f(np.broadcast_to(lo, shape)), _f(np.broadcast_to(hi, shape)))
     ch = {}
     for g in groups:
-        ch[g] = _finish(_elem_change(an, sop, bins, ins, g, shape, fn, lo, hi, out.dtype), lo, hi)
+        ch[g] = _finish(_elem_change(sop, bins, ins, g, shape, fn, out.dtype), lo, hi)
     return _AV(lo=lo, hi=hi, integer=integer, ch=ch)
 
 
@@ -870,7 +867,7 @@ def _mag(a: _AV, axis, shape):
     return m, per
 
 
-def _elem_change(an, sop, bins, ins, g, shape, fn, lo, hi, out_dtype) -> _Ch:
+def _elem_change(sop, bins, ins, g, shape, fn, out_dtype) -> _Ch:
     t = type(sop)
     axis = _row_mode(bins, ins, g, shape)
     if axis is not None and fn is not None:
@@ -1149,15 +1146,14 @@ def _careduce(op, a: _AV, node) -> _AV:
     else:
         raise _Unprovable(f"no rule for the reduction {op} of values that depend on the records")
     lo, hi = _clean(_f(lo), _f(hi))
-    out_shape = lo.shape
     m = int(np.prod([a.shape[i] for i in axes])) if axes else 1
     ch = {}
     for g, c in a.ch.items():
-        ch[g] = _finish(_reduce_change(sop, c, axes, m, out_shape), lo, hi)
+        ch[g] = _finish(_reduce_change(sop, c, axes, m), lo, hi)
     return _AV(lo=lo, hi=hi, integer=integer, ch=ch)
 
 
-def _reduce_change(sop, c: _Ch, axes, m, out_shape) -> _Ch:
+def _reduce_change(sop, c: _Ch, axes, m) -> _Ch:
     rec = c.axis
     if rec is not None:
         other = tuple(i for i in axes if i != rec)
@@ -1508,7 +1504,7 @@ def _dot_both(a, b, ca: _Ch, cb: _Ch, ma, mb, same=False) -> _Ch:
     return _Ch(None, d, inf, inf.copy())
 
 
-def _join_parts(parts, axis, dtype) -> _AV:
+def _join_parts(parts, axis) -> _AV:
     lo = np.concatenate([p.lo for p in parts], axis=axis)
     hi = np.concatenate([p.hi for p in parts], axis=axis)
     integer = all(p.integer for p in parts)
@@ -1547,16 +1543,16 @@ def _join_parts(parts, axis, dtype) -> _AV:
     return _AV(lo=lo, hi=hi, integer=integer, ch=ch)
 
 
-def _join(an, node, ins) -> _AV:
+def _join(node, ins) -> _AV:
     if isinstance(getattr(node.op, "axis", None), int | np.integer):
         axis, parts = int(node.op.axis), ins
     else:
         axis, parts = int(_exact_value(ins[0], "the axis of a join").item()), ins[1:]
     axis %= max(len(parts[0].shape), 1)
-    return _join_parts(parts, axis, node.outputs[0].dtype)
+    return _join_parts(parts, axis)
 
 
-def _reshape(an, a: _AV, shape_av: _AV) -> _AV:
+def _reshape(a: _AV, shape_av: _AV) -> _AV:
     new = tuple(int(s) for s in _exact_value(shape_av, "the shape of a reshape"))
     lo = a.lo.reshape(new)
     hi = a.hi.reshape(new)
