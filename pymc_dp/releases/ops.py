@@ -71,7 +71,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import INT_RANGE, _as_real, _is_date_or_duration, as_positive_finite
+from pymc_dp._validation import INT_RANGE, _as_real, as_positive_finite, as_positive_int
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
 from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.kernels.exponential_mechanism import (
@@ -163,16 +163,7 @@ def dirichlet_categorical_log_likelihood_range(truncation, n_categories) -> floa
     ...     math.log(0.97 / 0.01), 12)
     True
     """
-    k = n_categories
-    if (
-        isinstance(k, bool | np.bool_)
-        or _is_date_or_duration(k)
-        or not isinstance(k, int | np.integer)
-    ):
-        raise TypeError(
-            f"n_categories must be an integer >= 2, got {n_categories!r} of type "
-            f"{type(n_categories).__name__}"
-        )
+    k = as_positive_int("n_categories", n_categories)  # TypeError for bools, floats, durations
     if not 2 <= k <= _MAX_CATEGORIES:
         raise ValueError(
             f"n_categories must be an integer in [2, 2**20] (the largest exact grid has 2**20 "
