@@ -16,18 +16,22 @@ True
 >>> _, exc = call(int, "seven", names=("literal",), time_bound=5.0)
 >>> type(exc).__name__
 'ValueError'
+>>> real(np.float32(0.5)), real("0.5"), real(True), positive(np.asarray(2.0)), positive([2.0])
+(0.5, None, None, True, False)
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 
+import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-__all__ = ["FUZZ", "RANDOM", "any_scalar", "bounded", "call", "n_examples"]
+__all__ = ["FUZZ", "RANDOM", "any_scalar", "bounded", "call", "n_examples", "positive", "real"]
 
 #: ``make fuzz`` sets this: random exploration (new inputs every run) instead of the fixed cases
 RANDOM = bool(os.environ.get("PYMC_DP_FUZZ_RANDOM"))
@@ -100,3 +104,20 @@ def any_scalar(strings, numpy_scalars, *more):
         st.sampled_from(numpy_scalars),
         *more,
     )
+
+
+def real(v) -> float | None:
+    """``float(v)`` for a plain real number (not a bool, string, complex, None, duration, list);
+    else None."""
+    if isinstance(v, bool | np.bool_ | str | complex | type(None) | np.timedelta64):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def positive(v) -> bool:
+    """``v`` is a plain positive finite real (:func:`real`)."""
+    f = real(v)
+    return f is not None and math.isfinite(f) and f > 0

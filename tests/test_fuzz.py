@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_harness
 from fuzz_harness import FUZZ
 from fuzz_harness import n_examples as _n
+from fuzz_harness import positive as _plain_positive
 
 # ---- harness (tests/fuzz_harness.py) ---------------------------------------------------------
 
@@ -90,17 +91,6 @@ POSITIVE = st.one_of(
     st.integers(min_value=1, max_value=10**6),
     st.sampled_from([5e-324, 1e-300, 1e300, 2.0**-60, 745.2, 1e-16]),
 )
-
-
-def _plain_positive(v) -> bool:
-    """``v`` is a plain positive finite real (not a bool, string, complex, array of >1 value)."""
-    if isinstance(v, bool | np.bool_ | str | complex | list | type(None)):
-        return False
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(f) and f > 0
 
 
 # ---- mechanism constructors ------------------------------------------------------------------

@@ -59,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_harness
 from fuzz_harness import FUZZ
 from fuzz_harness import n_examples as _n
+from fuzz_harness import positive as _positive
+from fuzz_harness import real as _real
 
 # ---- harness (tests/fuzz_harness.py) ---------------------------------------------------------
 
@@ -88,21 +90,6 @@ POSITIVE = st.one_of(
     st.sampled_from([5e-324, 1e-300, 1e300, 2.0**-60, 745.2, 1e-16, 0.5, 1.0, 2.0]),
 )
 NUMBER = st.one_of(ANY_SCALAR, POSITIVE)
-
-
-def _real(v) -> float | None:
-    """``float(v)`` for a plain real number (not a bool, string, complex, None, duration)."""
-    if isinstance(v, bool | np.bool_ | str | complex | type(None) | np.timedelta64):
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _positive(v) -> bool:
-    f = _real(v)
-    return f is not None and math.isfinite(f) and f > 0
 
 
 # ---- Mechanism.release -----------------------------------------------------------------------
