@@ -710,8 +710,7 @@ def _interval(sop, ins, out_dtype):
             c = [_smul(los[0], rlo), _smul(los[0], rhi), _smul(his[0], rlo), _smul(his[0], rhi)]
             return np.minimum.reduce(c), np.maximum.reduce(c)
         if t is ps.Abs:
-            lo = np.where((los[0] <= 0) & (his[0] >= 0), 0.0, np.minimum(abs(los[0]), abs(his[0])))
-            return lo, np.maximum(abs(los[0]), abs(his[0]))
+            return _abs_interval(los[0], his[0])
         if t is ps.Maximum:
             return np.maximum(los[0], los[1]), np.maximum(his[0], his[1])
         if t is ps.Minimum:
@@ -721,8 +720,7 @@ def _interval(sop, ins, out_dtype):
             hi = np.minimum(np.maximum(his[0], los[1]), his[2])
             return np.minimum(lo, hi), np.maximum(lo, np.maximum(hi, np.minimum(his[1], his[2])))
         if t is ps.Sqr:
-            alo, ahi = _interval(ps.Abs(), ins[:1], out_dtype)
-            return alo * alo, ahi * ahi
+            return _square_interval(los[0], his[0])
         if t in (ps.Exp, ps.Log, ps.Sqrt, ps.Floor, ps.Ceil, ps.Trunc, psm.Sigmoid, ps.Tanh) or (
             t is ps.Cast and np.dtype(out_dtype).kind in "iu"
         ):
@@ -737,10 +735,17 @@ def _interval(sop, ins, out_dtype):
     raise _Unprovable(f"no interval rule for {sop}")
 
 
+def _abs_interval(lo, hi):
+    """Range of ``|x|`` for ``x`` in ``[lo, hi]``."""
+    return (
+        np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(abs(lo), abs(hi))),
+        np.maximum(abs(lo), abs(hi)),
+    )
+
+
 def _square_interval(lo, hi):
     """Range of ``x * x`` for ``x`` in ``[lo, hi]``."""
-    lo_abs = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(abs(lo), abs(hi)))
-    hi_abs = np.maximum(abs(lo), abs(hi))
+    lo_abs, hi_abs = _abs_interval(lo, hi)
     return lo_abs * lo_abs, hi_abs * hi_abs
 
 
