@@ -20,6 +20,8 @@ every release of a model with :func:`privatized_mechanisms`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -80,7 +82,7 @@ class PrivatizedRV(MechanismRV):
         dist = change_dist_size(dist, size)
 
         dist_, rng_ = dist.type(), rng.type()
-        ok = draw_parameters_ok(dist)
+        ok = _draw_parameters_ok(dist)
         ok_ = ok.type()
         noise_ = mechanism.noise_dist(size=dist_.shape, rng=rng_)
         next_rng_ = collect_default_updates([noise_], inputs=[rng_], must_be_shared=False)[rng_]
@@ -106,18 +108,14 @@ _DRAW_REFUSAL = (
 _POISSON_DRAW_MAX = np.float64(2.0**62)
 
 
-def draw_parameters_ok(dist):
+def _draw_parameters_ok(dist):
     """Scalar bool graph: the base's parameters are valid for a draw (its own conditions, as
     in the marginals, and, for Poisson, a rate whose draws fit int64)."""
     conditions, _ = _parameter_conditions(dist)
-    conds = [pt.all(c) for c in conditions]
     if isinstance(dist.owner.op, pm.Poisson.rv_type):
         (mu,) = dist.owner.op.dist_params(dist.owner)
-        conds.append(pt.all(pt.le(mu, _POISSON_DRAW_MAX)))
-    ok = pt.as_tensor_variable(np.True_)
-    for c in conds:
-        ok = pt.and_(ok, c)
-    return ok
+        conditions = [*conditions, pt.le(mu, _POISSON_DRAW_MAX)]
+    return functools.reduce(pt.and_, map(pt.all, conditions), pt.as_tensor_variable(np.True_))
 
 
 class Privatized(Distribution):
