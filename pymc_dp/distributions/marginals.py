@@ -487,20 +487,25 @@ def poisson_laplace(value, base_rv, mechanism):
     return _check_base_parameters(lp, base_rv)
 
 
-def normal_laplace(value, base_rv, mechanism):
-    """Normal + Laplace noise: closed form, see :mod:`.marginal_normal`."""
+def _normal_params(base_rv):
+    """``(mu, sigma)`` of a Normal base, invalid values replaced by ``(0, 1)`` (the check of
+    :func:`_check_base_parameters` discards that value; the gradient stays finite)."""
     mu, sigma = _params(base_rv)
     mu = _valid_or(mu, pt.isfinite(mu), 0.0)
     sigma = _valid_or(sigma, (sigma > 0) & pt.isfinite(sigma), 1.0)
+    return mu, sigma
+
+
+def normal_laplace(value, base_rv, mechanism):
+    """Normal + Laplace noise: closed form, see :mod:`.marginal_normal`."""
+    mu, sigma = _normal_params(base_rv)
     lp = marginal_normal.normal_laplace_logp(value, mu, sigma, np.float64(mechanism.scale))
     return _check_base_parameters(lp, base_rv)
 
 
 def normal_gaussian(value, base_rv, mechanism):
     """Normal + Gaussian noise: a Normal with variance ``sigma^2 + s^2``."""
-    mu, sigma = _params(base_rv)
-    mu = _valid_or(mu, pt.isfinite(mu), 0.0)
-    sigma = _valid_or(sigma, (sigma > 0) & pt.isfinite(sigma), 1.0)
+    mu, sigma = _normal_params(base_rv)
     lp = marginal_normal.normal_gaussian_logp(value, mu, sigma, np.float64(mechanism.sigma))
     return _check_base_parameters(lp, base_rv)
 
