@@ -546,9 +546,9 @@ def _ref_laplace_scale(eps, sens=1.0):
     return float(sens) / float(eps)
 
 
-# (function, argument names, argument strategies, reference of the result or None, direction)
-# direction: "up" (the result must not be below the reference: a scale or an epsilon rounded
-# up), "down" (a privacy parameter's noise: not below), "eq" (to 1e-9 relative)
+# (function, argument names, reference of the result or None, direction); every result with a
+# reference equals it to 1e-9 relative; direction "up": and is not below it (a scale or an
+# epsilon rounded up); "delta": compared with the 40-digit analytic Gaussian delta instead
 ACCOUNTING = [
     ("laplace_scale", ("epsilon", "sensitivity"), _ref_laplace_scale, "up"),
     ("laplace_epsilon", ("scale", "sensitivity"), lambda b, s=1.0: float(s) / float(b), "up"),
