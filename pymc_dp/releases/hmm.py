@@ -523,9 +523,7 @@ class HMMCountsRelease:
             trans = pm.Dirichlet("transition", a=b, dims=("state", "next_state"))
             e64 = np.float64(e)
             phi = pm.Beta("emission", alpha=e64, beta=e64, dims=("feature", "state"))
-            states = MarkovChain(
-                "states", init, trans, dims=("region", "month"), initval=_modal_path(a, b, r, t)
-            )
+            states = MarkovChain("states", init, trans, dims=("region", "month"))
             p = phi.T[states]  # (R, T, F)
             n = pt.broadcast_to(n_data[..., None], (r, t, f))
             Privatized(
@@ -536,20 +534,6 @@ class HMMCountsRelease:
                 dims=("region", "month", "feature"),
             )
         return model
-
-
-def _modal_path(a, b, n_chains, n_steps) -> np.ndarray:
-    """The MarkovChain's own support point at the priors' means (the most likely start, then
-    the most likely moves), as a C-ordered int64 array: the support point PyTensor computes is
-    Fortran-ordered, and numba compiles the model's logp a second time for the C-ordered
-    states that the FFBS step returns."""
-    state = int(np.argmax(a / a.sum()))
-    means = b / b.sum(axis=-1, keepdims=True)
-    path = np.empty(n_steps, dtype=np.int64)
-    for j in range(n_steps):
-        path[j] = state
-        state = int(np.argmax(means[state]))
-    return np.ascontiguousarray(np.broadcast_to(path, (n_chains, n_steps)))
 
 
 def _mechanism(mechanism, epsilon):

@@ -304,8 +304,8 @@ def test_model_samples_with_ffbs_and_nuts():
 def test_model_takes_the_release_as_data_and_starts_from_a_c_ordered_modal_path():
     """The release enters as pm.Data (compiled functions do not depend on it: two releases of
     one shape share numba's cache), and the states start from the chain's modal path at the
-    priors' means, C-ordered (a Fortran-ordered start made numba compile the NUTS logp a
-    second time, for the C-ordered states of the FFBS step)."""
+    priors' means, C-ordered: MarkovChain's own support point (a Fortran-ordered start made
+    numba compile the NUTS logp a second time, for the C-ordered states of the FFBS step)."""
     from pytensor.compile.sharedvalue import SharedVariable
 
     rng = np.random.default_rng(9)
