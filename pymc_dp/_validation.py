@@ -49,6 +49,14 @@ def _as_real(name: str, value) -> float:
         raise ValueError(f"{name} must be finite, got {value!r} (too large for a float)") from None
 
 
+def as_bool(name: str, value) -> bool:
+    """Return ``value`` as a bool if it is ``True`` or ``False`` (numpy's too), else raise
+    ``TypeError`` naming ``name`` (``1``, ``"yes"`` or ``None`` are not taken as flags)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def as_positive_finite(name: str, value) -> float:
     """Return ``value`` as a float if it is finite and > 0, else raise naming ``name``."""
     x = _as_real(name, value)

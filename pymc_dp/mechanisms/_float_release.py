@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from pymc_dp._validation import as_bool
 from pymc_dp.kernels import exact_sampling as _es
 
 __all__ = ["check_allow_float", "secure_signed_uniforms", "uniform_from_two_words"]
@@ -35,9 +36,7 @@ def check_allow_float(allow_float, owner: str, exact: str) -> None:
     ...
     ValueError: Laplace.release adds floating-point noise, ...
     """
-    if not isinstance(allow_float, bool | np.bool_):
-        raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
-    if not allow_float:
+    if not as_bool("allow_float", allow_float):
         raise ValueError(
             f"{owner} adds floating-point noise, which leaks the input through the low-order "
             "bits of the release (Mironov 2012), so its privacy guarantee does not hold for "

@@ -40,8 +40,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from pymc_dp._validation import INT_RANGE, as_positive_int, as_release_values
+from pymc_dp._validation import INT_RANGE, as_bool, as_positive_int, as_release_values
 from pymc_dp.accounting import PrivacyGuarantee, as_distance
+from pymc_dp.mechanisms._float_release import check_allow_float
 
 __all__ = [
     "Mechanism",
@@ -191,6 +192,11 @@ class Mechanism(ABC):
     #: calls, e.g. ``("epsilon=...", "scale=...")`` (every built-in mechanism sets them; empty,
     #: the default, leaves the signature to the subclass's ``__init__``)
     keyword_forms: ClassVar[tuple[str, ...]] = ()
+    #: for a floating-point mechanism, the exact mechanisms its ``release`` refusal points to
+    exact_alternative: ClassVar[str] = (
+        "pmdp.Geometric(...) or pmdp.DiscreteGaussian(...) for integer statistics, "
+        "pmdp.Discretized(grid=..., ...) for real ones"
+    )
 
     def __new__(cls, *args, **kwargs):
         if args and cls.keyword_forms:  # no silent "first positional = the noise scale"
@@ -337,8 +343,13 @@ class Mechanism(ABC):
     def sample_noise(self, size, rng=None) -> np.ndarray:
         """Draw noise of shape ``size``. ``rng=None`` uses a secure source (OS entropy)."""
 
-    def release(self, values, rng=None) -> np.ndarray:
+    def release(self, values, rng=None, *, allow_float=False) -> np.ndarray:
         """Return ``values + noise``: integers (int64) for integer mechanisms, else float64.
+
+        A floating-point mechanism (``integer`` False: Laplace, Gaussian) releases only with
+        ``allow_float=True``: floating-point noise leaks the input through the low-order bits
+        of the release (Mironov 2012), so without the opt-in this raises ``ValueError`` naming
+        ``allow_float`` and the exact mechanisms to use instead (:attr:`exact_alternative`).
 
         Parameters
         ----------
@@ -354,12 +365,35 @@ class Mechanism(ABC):
             (``ValueError``); the message names ``values`` and the offending value.
         rng : numpy.random.Generator, optional
             For reproducible simulations. ``None`` (the default) draws from a secure source.
+        allow_float : bool, default False
+            The opt-in of floating-point mechanisms (for simulations); integer mechanisms
+            accept either value.
 
         Raises
         ------
         TypeError, ValueError
-            As described under ``values``.
+            As described under ``values``; ``ValueError`` for a floating-point mechanism
+            without ``allow_float=True``; ``TypeError`` if ``allow_float`` is not a bool.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from pymc_dp.mechanisms.geometric import Geometric
+        >>> from pymc_dp.mechanisms.laplace import Laplace
+        >>> Geometric(epsilon=1.0).release(np.array([3, 4]), rng=np.random.default_rng(0)).dtype
+        dtype('int64')
+        >>> Laplace(epsilon=1.0).release(np.zeros(2), rng=np.random.default_rng(0),
+        ...                              allow_float=True).shape
+        (2,)
+        >>> Laplace(epsilon=1.0).release(np.zeros(2))
+        Traceback (most recent call last):
+        ...
+        ValueError: Laplace.release adds floating-point noise, ...
         """
+        if self.integer:
+            as_bool("allow_float", allow_float)
+        else:
+            check_allow_float(allow_float, f"{type(self).__name__}.release", self.exact_alternative)
         values = as_release_values(values, integer=self.integer)
         noise = self.sample_noise(values.shape, rng)
         if self.integer:

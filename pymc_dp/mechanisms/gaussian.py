@@ -45,7 +45,7 @@ from pymc_dp.accounting import (
 from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms._float_release import check_allow_float, secure_signed_uniforms
+from pymc_dp.mechanisms._float_release import secure_signed_uniforms
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Gaussian"]
@@ -53,10 +53,6 @@ __all__ = ["Gaussian"]
 # imported on first use: SciPy's submodules are a slow import (pymc_dp._cache)
 special = lazy_module("scipy.special")
 
-_EXACT = (
-    "pmdp.DiscreteGaussian(...) for integer statistics or pmdp.Discretized(grid=..., "
-    "rho=...) for real ones"
-)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: allowed range of sigma: noise draws stay finite (|Z| <= about 40 sigma)
 SIGMA_MIN, SIGMA_MAX = 1e-300, 1e300
@@ -134,6 +130,10 @@ class Gaussian(Mechanism):
     """
 
     family = "gaussian"
+    exact_alternative = (
+        "pmdp.DiscreteGaussian(...) for integer statistics or pmdp.Discretized(grid=..., "
+        "rho=...) for real ones"
+    )
     keyword_forms = ("epsilon=..., delta=...", "rho=...", "sigma=...")
     integer = False
 
@@ -212,38 +212,6 @@ class Gaussian(Mechanism):
         See :func:`pymc_dp.accounting.analytic_gaussian_epsilon`.
         """
         return analytic_gaussian_epsilon(delta, self.sigma, self.sensitivity)
-
-    # ---- release (floating point: explicit opt-in) --------------------------------------------
-    def release(self, values, rng=None, *, allow_float=False) -> np.ndarray:
-        """``values + N(0, σ²)`` in floating point, only with ``allow_float=True``.
-
-        Floating-point noise leaks the input through the low-order bits of the release
-        (Mironov 2012): without the opt-in this raises ``ValueError`` pointing to the exact
-        mechanisms, :class:`pymc_dp.DiscreteGaussian` for integer statistics and
-        :class:`pymc_dp.Discretized` for real ones. ``values`` and ``rng`` as for
-        :meth:`pymc_dp.Mechanism.release`.
-
-        Raises
-        ------
-        ValueError
-            Without ``allow_float=True``; for invalid ``values``.
-        TypeError
-            If ``allow_float`` is not a bool, or for invalid ``values`` or ``rng``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from pymc_dp.mechanisms.gaussian import Gaussian
-        >>> m = Gaussian(sigma=1.0)
-        >>> m.release(np.zeros(3), rng=np.random.default_rng(0), allow_float=True).shape
-        (3,)
-        >>> m.release(np.zeros(3))
-        Traceback (most recent call last):
-        ...
-        ValueError: Gaussian.release adds floating-point noise, ...
-        """
-        check_allow_float(allow_float, "Gaussian.release", _EXACT)
-        return super().release(values, rng)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:

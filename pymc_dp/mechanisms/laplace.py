@@ -35,7 +35,7 @@ from pymc_dp.accounting import laplace_epsilon, laplace_scale, linear_epsilon
 from pymc_dp.kernels import exact_sampling as _es
 from pymc_dp.kernels import noise_logpdf as _noise_logpdf
 from pymc_dp.mechanisms import _tails
-from pymc_dp.mechanisms._float_release import check_allow_float, secure_signed_uniforms
+from pymc_dp.mechanisms._float_release import secure_signed_uniforms
 from pymc_dp.mechanisms.base import Mechanism, PrivacyGuarantee
 
 __all__ = ["Laplace"]
@@ -54,11 +54,6 @@ def _secure_laplace(b: float, size) -> np.ndarray:
     sign, u, shape = secure_signed_uniforms(size)
     return (sign * (b * -np.log(u))).reshape(shape)
 
-
-_EXACT = (
-    "pmdp.Geometric(epsilon=...) for integer statistics or pmdp.Discretized(grid=..., "
-    "epsilon=...) for real ones"
-)
 
 #: allowed range of the noise scale: noise draws stay finite (|Z| <= about 745 b) and every
 #: log density is finite at 0
@@ -135,6 +130,10 @@ class Laplace(Mechanism):
     """
 
     family = "laplace"
+    exact_alternative = (
+        "pmdp.Geometric(epsilon=...) for integer statistics or pmdp.Discretized(grid=..., "
+        "epsilon=...) for real ones"
+    )
     keyword_forms = ("epsilon=...", "scale=...")
     integer = False
 
@@ -174,39 +173,6 @@ class Laplace(Mechanism):
         2016, Prop. 1.4).
         """
         return PrivacyGuarantee(epsilon=linear_epsilon(1 / Fraction(self.scale), d), delta=0.0)
-
-    # ---- release (floating point: explicit opt-in) --------------------------------------------
-    def release(self, values, rng=None, *, allow_float=False) -> np.ndarray:
-        """``values + Laplace(0, b)`` in floating point, only with ``allow_float=True``.
-
-        Floating-point noise leaks the input through the low-order bits of the release
-        (Mironov 2012): without the opt-in this raises ``ValueError`` pointing to the exact
-        mechanisms, :class:`pymc_dp.Geometric` for integer statistics and
-        :class:`pymc_dp.Discretized` for real ones. ``values`` and ``rng`` as for
-        :meth:`pymc_dp.Mechanism.release`.
-
-        Raises
-        ------
-        ValueError
-            Without ``allow_float=True``; for invalid ``values`` (see
-            :meth:`pymc_dp.Mechanism.release`).
-        TypeError
-            If ``allow_float`` is not a bool, or for invalid ``values`` or ``rng``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from pymc_dp.mechanisms.laplace import Laplace
-        >>> m = Laplace(epsilon=1.0)
-        >>> m.release(np.array([1.0, 2.0]), rng=np.random.default_rng(0), allow_float=True).shape
-        (2,)
-        >>> m.release(np.array([1.0]))
-        Traceback (most recent call last):
-        ...
-        ValueError: Laplace.release adds floating-point noise, ...
-        """
-        check_allow_float(allow_float, "Laplace.release", _EXACT)
-        return super().release(values, rng)
 
     # ---- noise law ----------------------------------------------------------------------------
     def sample_noise(self, size, rng=None) -> np.ndarray:

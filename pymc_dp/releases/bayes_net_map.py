@@ -57,7 +57,7 @@ from types import MappingProxyType
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import INT_RANGE
+from pymc_dp._validation import INT_RANGE, as_bool
 from pymc_dp.accounting import PrivacyGuarantee, linear_epsilon
 from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.kernels.exponential_mechanism import (
@@ -236,8 +236,7 @@ def map_selection_log_probabilities(
     >>> p.round(4).tolist()  # Delta = ln 4; utility gap 2 ln 4; softmax of [1, 0]
     [0.7311, 0.2689]
     """
-    if not isinstance(allow_float, bool | np.bool_):
-        raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+    as_bool("allow_float", allow_float)
     if allow_float:
         return _log_probs(data, network, epsilon, candidates, prior)[0]
     q, r, d = _exact_law(data, network, epsilon, candidates, prior)[:3]
@@ -350,8 +349,7 @@ def private_map(
     >>> res.guarantee()
     PrivacyGuarantee(epsilon=1.0, delta=0.0, rho=None)
     """
-    if not isinstance(allow_float, bool | np.bool_):
-        raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+    as_bool("allow_float", allow_float)
     if allow_float:
         logp, tables, delta_u = _log_probs(data, network, epsilon, candidates, prior)
         c = int(_select(logp, np.random.default_rng(rng)))

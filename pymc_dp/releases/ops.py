@@ -71,7 +71,7 @@ from fractions import Fraction
 import numpy as np
 
 from pymc_dp._cache import lazy_module
-from pymc_dp._validation import INT_RANGE, _as_real, as_positive_finite, as_positive_int
+from pymc_dp._validation import INT_RANGE, _as_real, as_bool, as_positive_finite, as_positive_int
 from pymc_dp.accounting import PrivacyGuarantee, laplace_scale, linear_epsilon
 from pymc_dp.kernels.exact_sampling import check_rng
 from pymc_dp.kernels.exponential_mechanism import (
@@ -434,8 +434,7 @@ class OnePosteriorSample:
         >>> theta in {0.1 + 0.8 * m / 8 for m in range(9)}
         True
         """
-        if not isinstance(allow_float, bool | np.bool_):
-            raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
+        as_bool("allow_float", allow_float)
         counts = self._counts(data)
         alpha = self._alpha(prior)
         if allow_float:

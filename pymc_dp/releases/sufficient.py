@@ -158,17 +158,9 @@ def release_values(mech: Mechanism, values, rng, allow_float, owner: str) -> np.
     """``mech.release(values)``: integer mechanisms as they are, floating-point ones only with
     ``allow_float=True`` (Mironov 2012; the message names ``allow_float`` and the exact
     alternative)."""
-    if mech.integer:
-        if not isinstance(allow_float, bool | np.bool_):
-            raise TypeError(f"allow_float must be True or False, got {allow_float!r}")
-        return mech.release(values, rng=rng)
-    check_allow_float(allow_float, f"{owner} with {type(mech).__name__}", _EXACT_HINT)
-    try:
-        return mech.release(values, rng=rng, allow_float=True)
-    except TypeError as err:  # a user-defined float mechanism without the keyword
-        if "allow_float" not in str(err):
-            raise
-        return mech.release(values, rng=rng)
+    if not mech.integer:  # refused here, naming the helper that was called
+        check_allow_float(allow_float, f"{owner} with {type(mech).__name__}", _EXACT_HINT)
+    return mech.release(values, rng=rng, allow_float=allow_float)
 
 
 def _build(factory: Callable, sens: tuple[float, float]) -> Mechanism:
