@@ -165,40 +165,56 @@ def test_invalid_inputs_give_no_nan_derivative():
 # against the whole-support sum of the registry (value and PyTensor gradient)
 
 
-def _marginals_and_grads(fns, z, n, mech, p_values):
-    """``[lp, dlp/dp]`` of each marginal builder in ``fns``, from one compiled function."""
-    p = pt.dvector("p")
-    base = pm.Binomial.dist(n=n, p=p)
-    outs = []
-    for fn in fns:
-        lp = fn(z, base, mech)
-        outs += [lp, pytensor.grad(lp.sum(), p)]
-    return pytensor.function([p], outs)(p_values)
+EQUAL_MECHS = [
+    Laplace(scale=1e-3),
+    Laplace(scale=0.7),
+    Laplace(scale=50.0),
+    Laplace(scale=1e6),
+    Geometric(epsilon=0.05),
+    Geometric(epsilon=2.0),
+    Geometric(epsilon=20.0),
+]
 
 
-@pytest.mark.parametrize(
-    "mech",
-    [
-        Laplace(scale=1e-3),
-        Laplace(scale=0.7),
-        Laplace(scale=50.0),
-        Laplace(scale=1e6),
-        Geometric(epsilon=0.05),
-        Geometric(epsilon=2.0),
-        Geometric(epsilon=20.0),
-    ],
-    ids=lambda m: f"{m.family}-{getattr(m, 'scale', None) or -m.log_alpha:g}",
-)
-def test_equals_finite_support_marginal(mech):
+def _equal_inputs():
+    """Counts, probabilities and (real, integer) observations: edge cases, then random ones."""
     rng = np.random.default_rng(11)
     size = 60
     n = np.concatenate([[0, 1, 2, 300], rng.integers(0, 400, size - 4)]).astype(np.int64)
     p = np.concatenate([[0.5, 1e-9, 1 - 1e-9, 0.999], rng.uniform(0, 1, size - 4) ** 3])
-    z = np.round(rng.uniform(-60, 460, size)) if mech.integer else rng.uniform(-60, 460, size)
+    z = rng.uniform(-60, 460, size)
     z[:4] = [0.0, -1e5, 1e5, 299.0]
-    new, g_new, old, g_old = _marginals_and_grads(
-        [marg.binomial_two_sided_exp, marg.finite_support_marginal], z, n, mech, p
-    )
+    return n, p, z, np.round(z)
+
+
+@pytest.fixture(scope="module")
+def marginals_and_grads():
+    """``[new, d new/dp, old, d old/dp]`` per mechanism of :data:`EQUAL_MECHS`, where new is
+    :func:`binomial_two_sided_exp` and old the whole-support ``finite_support_marginal``: one
+    compiled function for all (compiling them one by one cost about 6 s more)."""
+    n, p_values, z_real, z_int = _equal_inputs()
+    p = pt.dvector("p")
+    base = pm.Binomial.dist(n=n, p=p)
+    outs = []
+    for mech in EQUAL_MECHS:
+        z = z_int if mech.integer else z_real
+        for fn in (marg.binomial_two_sided_exp, marg.finite_support_marginal):
+            lp = fn(z, base, mech)
+            outs += [lp, pytensor.grad(lp.sum(), p)]
+    values = pytensor.function([p], outs)(p_values)
+    return [values[4 * i : 4 * i + 4] for i in range(len(EQUAL_MECHS))]
+
+
+@pytest.mark.parametrize(
+    "i",
+    range(len(EQUAL_MECHS)),
+    ids=[f"{m.family}-{getattr(m, 'scale', None) or -m.log_alpha:g}" for m in EQUAL_MECHS],
+)
+def test_equals_finite_support_marginal(marginals_and_grads, i):
+    mech = EQUAL_MECHS[i]
+    n, p, z_real, z_int = _equal_inputs()
+    z = z_int if mech.integer else z_real
+    new, g_new, old, g_old = marginals_and_grads[i]
     assert np.all(np.isfinite(new)) and np.all(np.isfinite(g_new))
     a = 1.0 / mech.scale if isinstance(mech, Laplace) else -mech.log_alpha
     logc = float(mech.logpdf(0.0))  # eta(t) = c e^{-a |t|}
