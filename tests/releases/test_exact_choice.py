@@ -204,8 +204,10 @@ def test_ops_support_test_exact_and_float_control(rng):
     z0, grid = exact(x0)
     z1, _ = exact(x1)
     on_grid = lambda z: np.isin(np.asarray(z), list(grid))  # noqa: E731
-    assert on_grid(z0).all() and on_grid(z1).all()
-    assert empirical_epsilon_lower_bound(z0, z1, on_grid) <= eps
+    assert on_grid(z0).all() and on_grid(z1).all()  # the support: reachable from both inputs
+    # the loss on the event the tempered likelihood ratio favours most (fewer successes under
+    # x0: small theta); "on the grid" itself has probability 1 under both and says nothing
+    assert empirical_epsilon_lower_bound(z0, z1, lambda z: np.asarray(z) < 0.5) <= eps
 
     def floats(x):  # the opt-in: 200 releases by sample(), the rest by its sampler
         c = np.bincount(x, minlength=2)
