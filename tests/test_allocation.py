@@ -548,6 +548,26 @@ def test_storage_semantics():
     assert _index_dtype(2**31 - 1) == np.int32 and _index_dtype(2**31) == np.int64
 
 
+def test_durations_are_refused_naming_the_argument():
+    """``np.timedelta64`` is an integer for numpy (and ``numbers``): it was taken as a count
+    (then ``int()`` of it raised an error naming nothing); now refused like a bool."""
+    dt = np.timedelta64(3, "s")
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="k must be"):
+        CategoricalAllocation(np.array([0, 1, 2]), dt)
+    with pytest.raises(TypeError, match="n_swaps"):
+        CategoricalAllocation(np.array([0, 1, 2]), 3).refresh(dt, rng)
+    with pytest.raises(ValueError, match="sigma"):
+        NormalAllocation([0.0, 1.0], dt)
+    with pytest.raises(TypeError, match="total_new"):
+        NormalAllocation([0.0, 1.0], 1.0).move_to(dt, rng)
+    with pytest.raises(TypeError, match="total_new"):
+        PoissonAllocation([1, 2]).move_to(dt, rng)
+    # the same arguments as plain numbers are taken
+    CategoricalAllocation(np.array([0, 1, 2]), np.int64(3)).refresh(np.int64(3), rng)
+    NormalAllocation([0.0, 1.0], np.float64(1.0)).move_to(np.int64(3), rng)
+
+
 def test_poisson_overflow_leaves_the_state_unchanged():
     """A record that would pass its dtype's maximum raises; move_to rolls back."""
     alloc = PoissonAllocation(np.array([120], dtype=np.int8))

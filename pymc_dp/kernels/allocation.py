@@ -114,6 +114,8 @@ from numba.extending import intrinsic
 from numba.np.random.distributions import random_standard_normal
 from numba.np.random.generator_core import next_uint64
 
+from pymc_dp._validation import _is_date_or_duration
+
 __all__ = ["CategoricalAllocation", "NormalAllocation", "PoissonAllocation", "RngWords"]
 
 # record dtypes kept as given (numba kernels are compiled per dtype); others are converted to
@@ -545,9 +547,19 @@ def _check_rng(rng) -> None:
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
 
 
+def _plain(value, kind) -> bool:
+    """``value`` is a number of ``kind`` (``numbers.Integral`` or ``numbers.Real``) and not a
+    bool or a numpy duration (``np.timedelta64`` subclasses ``np.signedinteger``)."""
+    return (
+        isinstance(value, kind)
+        and not isinstance(value, bool | np.bool_)
+        and not _is_date_or_duration(value)
+    )
+
+
 def _count(name: str, value) -> int:
     """``value`` as an int if it is an integer >= 0 (bool and integral floats are refused)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+    if not _plain(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer >= 0, got {value!r}")
     v = int(value)
     if v >= 0:
@@ -651,7 +663,7 @@ class CategoricalAllocation:
     """
 
     def __init__(self, x, k, *, copy: bool = True):
-        if isinstance(k, bool | np.bool_) or not isinstance(k, numbers.Integral) or k < 1:
+        if not _plain(k, numbers.Integral) or k < 1:
             raise ValueError(f"k must be an integer >= 1, got {k!r}")
         self._x = _records(x, copy)
         if self._x.size == 0:
@@ -940,8 +952,7 @@ class NormalAllocation:
     """
 
     def __init__(self, x, sigma, *, copy: bool = True):
-        sigma_ok = isinstance(sigma, numbers.Real) and not isinstance(sigma, bool | np.bool_)
-        if not (sigma_ok and math.isfinite(float(sigma)) and float(sigma) > 0.0):
+        if not (_plain(sigma, numbers.Real) and math.isfinite(float(sigma)) and float(sigma) > 0.0):
             raise ValueError(f"sigma must be a finite scalar > 0, got {sigma!r}")
         self._x = _records(x, copy, floating=True)
         if self._x.size == 0:
@@ -972,7 +983,7 @@ class NormalAllocation:
         Exact transport of :math:`x \\mid S` to :math:`x \\mid S'`; deterministic (``rng`` is
         accepted for a uniform interface and not used).
         """
-        if isinstance(total_new, bool | np.bool_) or not isinstance(total_new, numbers.Real):
+        if not _plain(total_new, numbers.Real):
             raise TypeError(f"total_new must be a real number, got {total_new!r}")
         total_new = float(total_new)
         if not math.isfinite(total_new):
