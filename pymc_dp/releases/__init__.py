@@ -11,7 +11,9 @@
   likelihood for a general PyMC model.
 * :func:`release_bayes_net_counts` — the count tables of a discrete Bayesian network (Zhang et
   al. 2016, Alg. 1), optionally projected to ``[0, n]``; its release gives the plug-in posterior
-  and the noise-aware model; :func:`private_map` is Alg. 3.
+  and the noise-aware model; :func:`private_map` is Alg. 3;
+  :func:`release_bayes_net_fourier` is Alg. 2 (Laplace noise on the Fourier coefficients,
+  consistent tables of a binary network).
 * :func:`release_hmm_counts` — per-step feature counts of a private HMM (Foulds et al. 2016,
   Sec. 5), with the plug-in Gibbs sampler and the noise-aware PyMC model (:class:`MarkovChain`
   states, sampled by the FFBS step).
@@ -28,6 +30,13 @@ from pymc_dp.releases.bayes_net import (
     DiscreteBayesNet,
     bayes_net_count_tables,
     release_bayes_net_counts,
+)
+from pymc_dp.releases.bayes_net_fourier import (
+    BayesNetFourierRelease,
+    bayes_net_fourier_coefficients,
+    fourier_closure,
+    fourier_sensitivity,
+    release_bayes_net_fourier,
 )
 from pymc_dp.releases.bayes_net_map import (
     PrivateMAP,
@@ -58,6 +67,7 @@ from pymc_dp.releases.sufficient import (
 
 __all__ = [
     "BayesNetCountsRelease",
+    "BayesNetFourierRelease",
     "DiscreteBayesNet",
     "HMMCountsRelease",
     "HMMPrior",
@@ -67,14 +77,18 @@ __all__ = [
     "PrivateMAP",
     "SufficientStatisticsRelease",
     "bayes_net_count_tables",
+    "bayes_net_fourier_coefficients",
     "beta_bernoulli_log_likelihood_range",
     "dirichlet_categorical_log_likelihood_range",
+    "fourier_closure",
+    "fourier_sensitivity",
     "hmm_count_sensitivity",
     "hmm_count_table",
     "map_selection_log_probabilities",
     "map_utility_sensitivity",
     "private_map",
     "release_bayes_net_counts",
+    "release_bayes_net_fourier",
     "release_hmm_counts",
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
