@@ -16,7 +16,8 @@
   consistent tables of a binary network).
 * :func:`release_hmm_counts` — per-step feature counts of a private HMM (Foulds et al. 2016,
   Sec. 5), with the plug-in Gibbs sampler and the noise-aware PyMC model (:class:`MarkovChain`
-  states, sampled by the FFBS step).
+  states, sampled by the FFBS step); :func:`hmm_one_posterior_sample` is One Posterior Sample
+  of the same HMM (a Gibbs draw of its tempered, truncated posterior; Sec. 4's guarantees).
 
 ``project=True`` publishes the noisy statistics clipped to their valid region (Foulds eq. 16,
 Zhang step 4); the noise-aware models then condition on them exactly (a censored
@@ -52,6 +53,13 @@ from pymc_dp.releases.hmm import (
     hmm_count_table,
     release_hmm_counts,
 )
+from pymc_dp.releases.hmm_ops import (
+    HMMOnePosteriorSample,
+    hmm_one_posterior_sample,
+    hmm_ops_log_likelihood_range,
+    mcmc_sample_guarantee,
+    tempered_hmm_gibbs,
+)
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     beta_bernoulli_log_likelihood_range,
@@ -70,6 +78,7 @@ __all__ = [
     "BayesNetFourierRelease",
     "DiscreteBayesNet",
     "HMMCountsRelease",
+    "HMMOnePosteriorSample",
     "HMMPrior",
     "NormalInverseGamma",
     "OnePosteriorSample",
@@ -84,13 +93,17 @@ __all__ = [
     "fourier_sensitivity",
     "hmm_count_sensitivity",
     "hmm_count_table",
+    "hmm_one_posterior_sample",
+    "hmm_ops_log_likelihood_range",
     "map_selection_log_probabilities",
     "map_utility_sensitivity",
+    "mcmc_sample_guarantee",
     "private_map",
     "release_bayes_net_counts",
     "release_bayes_net_fourier",
     "release_hmm_counts",
     "release_sufficient_statistics",
     "sufficient_statistic_sensitivity",
+    "tempered_hmm_gibbs",
     "truncated_beta_rvs",
 ]
