@@ -26,6 +26,7 @@ ALL_MODULES = (
     "pymc_dp.distributions",
     "pymc_dp.testing",
     "pymc_dp.examples.poisson_factorization",
+    "pymc_dp.examples.mmsb",
 )
 # packages whose public (non-underscore) submodules are documented by their ``__all__``
 SUBMODULE_PACKAGES = ("pymc_dp.mechanisms", "pymc_dp.distributions")
@@ -137,6 +138,7 @@ EXAMPLE_MODULES = (
     "pymc_dp.step_methods",
     "pymc_dp.testing",
     "pymc_dp.examples.poisson_factorization",
+    "pymc_dp.examples.log_linear",
 )
 
 

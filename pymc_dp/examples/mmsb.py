@@ -1,0 +1,544 @@
+r"""Mixed-membership stochastic block model from a locally private network, fitted four ways.
+
+The model (Schein et al. 2019, sec. 5.2): ``V`` actors, ``C`` communities,
+
+.. math::
+
+    \theta_{ic} \sim \mathrm{Gamma}(a_0, b_0), \quad \pi_{cd} \sim \mathrm{Gamma}(a_0, b_0),
+    \quad y_{ij} \sim \mathrm{Poisson}\Big(\mu_{ij} = \sum_{c,d}\theta_{ic}\theta_{jd}\pi_{cd}
+    \Big), \quad i \ne j,
+
+(``a_0 = 0.1``, ``b_0 = 1``, the paper's prior), every count released as :math:`\tilde y_{ij}
+= y_{ij} + \tau_{ij}`, :math:`\tau_{ij} \sim \mathrm{2Geo}(\alpha)`, :math:`\alpha =
+\exp(-\epsilon/N)`, ``N`` the mean true count. **No self-loops**: the diagonal is neither
+released nor modelled (an actor does not email itself; with self-loops :math:`\mu_{ii}` holds
+:math:`\theta_{ic}\theta_{id}` and the Gamma full conditional of :math:`\theta_i` fails).
+Held-out entries (``mask``) are left out of the likelihood: the model is built on the observed
+entries only, a 1-D vector (a masked array would make PyMC impute them as free variables).
+
+:func:`build_model` writes it four ways, as :mod:`~pymc_dp.examples.poisson_factorization`:
+``"nonprivate"`` (true counts), ``"naive"`` (noisy counts clipped at 0), ``"augmented"``
+(``Privatized(..., marginalize=False)``: latent true counts ``"y_true"``) and ``"marginal"``
+(``Privatized(..., marginalize=True)``, sampled by NUTS). :func:`fit` samples the first three
+with :class:`MMSBGibbs` (Schein et al.'s all-Gibbs scan: exact true counts given the release,
+allocation to community pairs, Gamma rows of ``theta`` one after the other, Gamma ``pi``;
+:mod:`pymc_dp.kernels.mmsb`), the fourth with NUTS.
+
+Examples
+--------
+>>> import numpy as np
+>>> from pymc_dp.examples import mmsb
+>>> truth = mmsb.simulate(8, 2, rng=np.random.default_rng(0))
+>>> noisy, mech = mmsb.privatize(truth["counts"], 1.0, rng=np.random.default_rng(1))
+>>> model = mmsb.build_model(noisy, 2, how="augmented", mechanism=mech)
+>>> sorted(v.name for v in model.free_RVs), model["y_true"].type.shape
+(['pi', 'theta', 'y_true'], (56,))
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc.step_methods.compound import BlockedStep, Competence
+from pymc.util import get_random_generator
+
+from pymc_dp._pymc_hooks import ForgetsInitialPoint
+from pymc_dp.distributions.privatized import Privatized
+from pymc_dp.kernels.count_posterior import draw_true_counts
+from pymc_dp.kernels.mmsb import mmsb_scan, observed_pairs
+from pymc_dp.mechanisms.geometric import Geometric
+
+__all__ = [
+    "HOWS",
+    "MMSBGibbs",
+    "build_model",
+    "fit",
+    "mae",
+    "posterior_mean_rates",
+    "privatize",
+    "simulate",
+    "top_actor_mask",
+]
+
+#: the four ways :func:`build_model` writes the model
+HOWS = ("nonprivate", "naive", "augmented", "marginal")
+
+# Block-structured truth of simulate(): in-community memberships Gamma(shape 4, mean 1),
+# within-community interaction Gamma(shape 4, mean 4), sparse additions elsewhere.
+_IN_SHAPE, _IN_MEAN = 4.0, 1.0
+_PI_SHAPE, _PI_MEAN = 4.0, 4.0
+_SPARSE_PROB, _SPARSE_MEAN = 0.1, 0.3  # off-community membership additions
+_PI_SPARSE_PROB, _PI_SPARSE_MEAN = 0.2, 0.5  # between-community interaction additions
+_SCHEIN_SHAPE, _SCHEIN_RATE = 0.01, 0.5  # the paper's stated truth (block=False)
+
+# build_model -> what the Gibbs step needs (the observed entries and their data)
+_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Spec(NamedTuple):
+    how: str
+    rows: np.ndarray
+    cols: np.ndarray
+    data: np.ndarray  # true counts (nonprivate), clipped (naive) or released (augmented)
+    alpha: float | None
+    prior_shape: float
+    prior_rate: float
+    n_actors: int
+    n_communities: int
+
+
+def _generator(rng) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _positive_float(name: str, value) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0.0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return x
+
+
+def _square_counts(name: str, values, *, nonnegative: bool) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
+        raise ValueError(f"{name} must be a square V x V matrix with V >= 2, got {arr.shape}")
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise ValueError(f"{name} must hold finite integers")
+    if np.any(np.abs(arr) > 2**50):
+        raise ValueError(f"{name} must lie within +-2**50")
+    off = ~np.eye(arr.shape[0], dtype=bool)
+    if nonnegative and np.any(arr[off] < 0):
+        raise ValueError(f"{name} must be non-negative (true counts) off the diagonal")
+    return arr.astype(np.int64)
+
+
+def simulate(n_actors, n_communities, *, rng=None, block=True) -> dict:
+    r"""Draw a true MMSB and its count matrix (zero diagonal: no self-loops).
+
+    Parameters
+    ----------
+    n_actors, n_communities : int
+        ``V`` (at least 2) and ``C``, positive.
+    rng : numpy.random.Generator or seed, optional
+    block : bool, default True
+        ``True``: actors cut into ``C`` contiguous communities (actor ``i`` in ``i C // V``);
+        membership in its own community ``Gamma(shape 4, mean 1)``, elsewhere 0 except with
+        probability 0.1 an ``Exponential(mean 0.3)`` addition; ``pi`` has
+        ``Gamma(shape 4, mean 4)`` on the diagonal and, with probability 0.2, an
+        ``Exponential(mean 0.5)`` off it. In-block rates have mean about 4, the rest are
+        sparse. ``False``: Schein et al.'s stated truth, every entry ``Gamma(0.01, rate
+        0.5)``, which gives an almost empty matrix (``ERRATA.md``).
+
+    Returns
+    -------
+    dict
+        ``"theta"`` ``(V, C)``, ``"pi"`` ``(C, C)``, ``"rates"`` ``theta pi theta^T`` with a
+        zero diagonal, ``"counts"`` ``Poisson(rates)`` (int64, zero diagonal).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = simulate(6, 2, rng=np.random.default_rng(0))
+    >>> t["counts"].shape, int(np.trace(t["counts"])), t["pi"].shape
+    ((6, 6), 0, (2, 2))
+    """
+    v = _positive_int("n_actors", n_actors)
+    if v < 2:
+        raise ValueError(f"n_actors must be at least 2 (no self-loops), got {v}")
+    c = _positive_int("n_communities", n_communities)
+    gen = _generator(rng)
+    if block:
+        member = np.zeros((v, c))
+        member[np.arange(v), np.arange(v) * c // v] = 1.0
+        main = gen.gamma(_IN_SHAPE, _IN_MEAN / _IN_SHAPE, size=(v, c))
+        extra = gen.exponential(_SPARSE_MEAN, (v, c)) * (gen.random((v, c)) < _SPARSE_PROB)
+        theta = member * main + (1.0 - member) * extra
+        eye = np.eye(c)
+        pi_main = gen.gamma(_PI_SHAPE, _PI_MEAN / _PI_SHAPE, size=(c, c))
+        pi_extra = gen.exponential(_PI_SPARSE_MEAN, (c, c)) * (gen.random((c, c)) < _PI_SPARSE_PROB)
+        pi = eye * pi_main + (1.0 - eye) * pi_extra
+    else:
+        theta = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(v, c))
+        pi = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(c, c))
+    rates = theta @ pi @ theta.T
+    np.fill_diagonal(rates, 0.0)
+    counts = gen.poisson(rates).astype(np.int64)
+    return {"theta": theta, "pi": pi, "rates": rates, "counts": counts}
+
+
+def top_actor_mask(counts, n_top) -> np.ndarray:
+    """Held-out entries of Schein et al.'s link prediction: every entry sent by one of the
+    ``n_top`` largest senders or received by one of the ``n_top`` largest receivers.
+
+    Parameters
+    ----------
+    counts : array_like of int, shape (V, V)
+        The counts that rank the actors (row sums: sent; column sums: received); ties go to
+        the lower index.
+    n_top : int
+        Positive, below ``V``.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (V, V)
+        ``True`` = held out.
+
+    Examples
+    --------
+    >>> top_actor_mask([[0, 5, 0], [1, 0, 0], [0, 2, 0]], 1).astype(int).tolist()
+    [[1, 1, 1], [0, 1, 0], [0, 1, 0]]
+    """
+    y = _square_counts("counts", counts, nonnegative=True)
+    v = y.shape[0]
+    k = _positive_int("n_top", n_top)
+    if k >= v:
+        raise ValueError(f"n_top must be below the number of actors {v}, got {k}")
+    off = np.where(np.eye(v, dtype=bool), 0, y)
+    senders = np.argsort(-off.sum(axis=1), kind="stable")[:k]
+    receivers = np.argsort(-off.sum(axis=0), kind="stable")[:k]
+    mask = np.zeros((v, v), dtype=bool)
+    mask[senders, :] = True
+    mask[:, receivers] = True
+    return mask
+
+
+def privatize(counts, epsilon, *, rng=None, relative_to_mean=True):
+    r"""Release every off-diagonal count through the two-sided geometric mechanism.
+
+    Parameters
+    ----------
+    counts : array_like of int, shape (V, V)
+        True counts, non-negative off the diagonal (the diagonal is ignored).
+    epsilon : float
+        Finite and > 0.
+    rng : numpy.random.Generator or seed, optional
+        ``None``: the mechanism's secure source.
+    relative_to_mean : bool, default True
+        ``alpha = exp(-epsilon / N)``, ``N`` the mean off-diagonal count (Schein et al.'s
+        ``(N, epsilon)``-limited-precision local privacy); ``False``: ``alpha =
+        exp(-epsilon)``.
+
+    Returns
+    -------
+    noisy : numpy.ndarray of int64, shape (V, V)
+        Released counts, zero on the (unreleased) diagonal.
+    mechanism : pymc_dp.Geometric
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z, mech = privatize([[0, 3], [1, 0]], 1.0, rng=np.random.default_rng(0))
+    >>> z.shape, int(z[0, 0]), round(mech.alpha, 6) == round(float(np.exp(-0.5)), 6)
+    ((2, 2), 0, True)
+    """
+    y = _square_counts("counts", counts, nonnegative=True)
+    eps = _positive_float("epsilon", epsilon)
+    off = ~np.eye(y.shape[0], dtype=bool)
+    if relative_to_mean:
+        n = float(y[off].mean())
+        if not n > 0.0:
+            raise ValueError("counts are all zero: relative_to_mean needs a mean N > 0")
+        mechanism = Geometric(alpha=math.exp(-eps / n))
+    else:
+        mechanism = Geometric(epsilon=eps)
+    noisy = np.zeros_like(y)
+    noisy[off] = mechanism.release(y[off], rng=None if rng is None else _generator(rng))
+    return noisy, mechanism
+
+
+def build_model(
+    counts, n_communities, *, how, mechanism=None, mask=None, prior_shape=0.1, prior_rate=1.0
+):
+    r"""The MMSB of a ``V x V`` count matrix on its observed off-diagonal entries.
+
+    Parameters
+    ----------
+    counts : array_like of int, shape (V, V)
+        True counts for ``"nonprivate"``, released counts otherwise; the diagonal is ignored.
+    n_communities : int
+        ``C``.
+    how : {"nonprivate", "naive", "augmented", "marginal"}
+    mechanism : pymc_dp.Geometric, optional
+        The release's mechanism; required by ``"augmented"`` and ``"marginal"``.
+    mask : array_like of bool, shape (V, V), optional
+        ``True`` = held out: left out of the likelihood (:func:`top_actor_mask`).
+    prior_shape, prior_rate : float, default 0.1 and 1.0
+        The Gamma prior of every entry of ``theta`` and ``pi``.
+
+    Returns
+    -------
+    pymc.Model
+        Free ``"theta"`` ``(V, C)``, ``"pi"`` ``(C, C)`` (and ``"y_true"`` ``(E,)`` for
+        ``"augmented"``), observed ``"y"`` ``(E,)`` over the ``E`` observed entries in
+        row-major order (:func:`pymc_dp.kernels.mmsb.observed_pairs`).
+
+    Raises
+    ------
+    ValueError
+        Naming ``how``, ``mechanism``, ``counts``, ``mask``, ``n_communities``,
+        ``prior_shape`` or ``prior_rate``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([[0, 2, -1], [4, 0, 0], [1, 3, 0]])
+    >>> m = build_model(z, 2, how="naive", mask=[[0, 0, 1], [0, 0, 0], [0, 0, 0]])
+    >>> m["y"].type.shape, m["theta"].type.shape
+    ((5,), (3, 2))
+    >>> build_model(z, 2, how="nonprivate")
+    Traceback (most recent call last):
+    ...
+    ValueError: counts must be non-negative (true counts) off the diagonal
+    """
+    if how not in HOWS:
+        raise ValueError(f"how must be one of {HOWS}, got {how!r}")
+    if how in ("augmented", "marginal") and not isinstance(mechanism, Geometric):
+        raise ValueError(
+            f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
+        )
+    y = _square_counts("counts", counts, nonnegative=how == "nonprivate")
+    c = _positive_int("n_communities", n_communities)
+    a0 = _positive_float("prior_shape", prior_shape)
+    b0 = _positive_float("prior_rate", prior_rate)
+    v = y.shape[0]
+    rows, cols = observed_pairs(v, mask)
+    if rows.size == 0:
+        raise ValueError("mask holds out every entry: nothing is observed")
+    obs = y[rows, cols]
+    data = np.clip(obs, 0, None) if how == "naive" else obs
+    coords = {
+        "actor": range(v),
+        "community": range(c),
+        "community_to": range(c),
+        "entry": range(rows.size),
+    }
+    with pm.Model(coords=coords) as model:
+        shape, rate = np.float64(a0), np.float64(b0)
+        theta = pm.Gamma("theta", shape, rate, shape=(v, c), dims=("actor", "community"))
+        pi = pm.Gamma("pi", shape, rate, shape=(c, c), dims=("community", "community_to"))
+        rates = pt.sum(theta[rows] * (theta[cols] @ pi.T), axis=1)  # theta_i^T pi theta_j
+        if how in ("nonprivate", "naive"):
+            pm.Poisson("y", rates, observed=data, dims="entry")
+        else:
+            Privatized(
+                "y",
+                pm.Poisson.dist(rates),
+                mechanism,
+                marginalize=how == "marginal",
+                observed=data,
+                dims="entry",
+            )
+    alpha = float(mechanism.alpha) if how == "augmented" else None
+    _SPECS[model] = _Spec(how, rows, cols, data, alpha, a0, b0, v, c)
+    return model
+
+
+class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
+    """All-Gibbs step for a model of :func:`build_model` (``how`` not ``"marginal"``).
+
+    One scan: the true counts given the release and the current rates (exact,
+    :func:`pymc_dp.kernels.count_posterior.draw_true_counts`; ``"augmented"`` only), then
+    :func:`pymc_dp.kernels.mmsb.mmsb_scan` (allocation to community pairs, the rows of
+    ``theta`` one after the other, ``pi``). Every draw is from a full conditional, so the step
+    is exact.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        Built by :func:`build_model`.
+    n_scans : int, default 1
+        Whole scans per ``pm.sample`` iteration.
+    rng : seed or Generator, optional
+        Replaced per chain by ``pm.sample``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = build_model(np.array([[0, 2, 1], [0, 0, 3], [1, 0, 0]]), 1, how="nonprivate")
+    >>> step = MMSBGibbs(m)
+    >>> sorted(v.name for v in step.vars)
+    ['pi_log__', 'theta_log__']
+    """
+
+    name = "mmsb_gibbs"
+    default_blocked = True
+    stats_dtypes_shapes: ClassVar[dict] = {}
+
+    def __init__(self, model, *, n_scans=1, rng=None, **kw):
+        kw.pop("initial_point", None)
+        kw.pop("blocked", None)
+        if kw:
+            raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
+        spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
+        if spec is None or spec.how == "marginal":
+            raise ValueError(
+                "model must come from pymc_dp.examples.mmsb.build_model with how "
+                "'nonprivate', 'naive' or 'augmented'"
+            )
+        self._spec = spec
+        self.n_scans = _positive_int("n_scans", n_scans)
+        self._names = (
+            model.rvs_to_values[model["theta"]].name,
+            model.rvs_to_values[model["pi"]].name,
+        )
+        rvs = [model["theta"], model["pi"]] + ([model["y_true"]] if spec.how == "augmented" else [])
+        self.vars = [model.rvs_to_values[rv] for rv in rvs]
+        self.blocked = True
+        self.rng = get_random_generator(rng)
+
+    def step(self, point):
+        """``n_scans`` scans (class docstring)."""
+        s = self._spec
+        new = dict(point)
+        lt = np.asarray(point[self._names[0]], dtype=np.float64)
+        lp = np.asarray(point[self._names[1]], dtype=np.float64)
+        y = s.data
+        for _ in range(self.n_scans):
+            if s.alpha is not None:
+                th = np.exp(lt)
+                mu = np.einsum("ec,cd,ed->e", th[s.rows], np.exp(lp), th[s.cols])
+                y = draw_true_counts(s.data, mu, s.alpha, self.rng)
+            lt, lp = mmsb_scan(
+                y, s.rows, s.cols, lt, lp, s.prior_shape, s.prior_rate, s.prior_shape,
+                s.prior_rate, self.rng,
+            )  # fmt: skip
+        new[self._names[0]], new[self._names[1]] = lt, lp
+        if s.alpha is not None:
+            new["y_true"] = y.astype(np.asarray(point["y_true"]).dtype, copy=False)
+        return new, []
+
+    @staticmethod
+    def competence(var, has_grad=None):
+        """Never chosen by ``pm.sample`` on its own: pass it in ``step=`` (:func:`fit`)."""
+        return Competence.INCOMPATIBLE
+
+
+def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, **sample_kwargs):
+    """Sample ``model`` with ``pm.sample``: :class:`MMSBGibbs` unless ``how="marginal"`` (NUTS).
+
+    Parameters
+    ----------
+    model : pymc.Model
+        From :func:`build_model`.
+    draws, tune, chains, random_seed
+        As for ``pm.sample``.
+    n_scans : int, default 1
+        Scans of :class:`MMSBGibbs` per iteration.
+    **sample_kwargs
+        Passed on to ``pm.sample``; ``progressbar`` defaults to ``False``.
+
+    Returns
+    -------
+    xarray.DataTree
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = build_model(np.array([[0, 2, 1], [0, 0, 3], [1, 0, 0]]), 1, how="nonprivate")
+    >>> idata = fit(m, draws=20, tune=10, chains=1, random_seed=1,
+    ...             compute_convergence_checks=False)
+    >>> posterior_mean_rates(idata).shape
+    (3, 3)
+    """
+    spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
+    if spec is None:
+        raise ValueError("model must come from pymc_dp.examples.mmsb.build_model")
+    sample_kwargs.setdefault("progressbar", False)
+    if spec.how != "marginal" and "step" not in sample_kwargs:
+        with model:
+            sample_kwargs["step"] = [MMSBGibbs(model, n_scans=n_scans)]
+    return pm.sample(
+        draws=draws, tune=tune, chains=chains, random_seed=random_seed, model=model,
+        **sample_kwargs,
+    )  # fmt: skip
+
+
+def posterior_mean_rates(idata) -> np.ndarray:
+    r"""Posterior mean of :math:`\mu_{ij} = \theta_i^\top \pi \theta_j` over all draws, every
+    entry (held-out ones included), zero diagonal.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        With ``posterior["theta"]`` ``(chain, draw, V, C)`` and ``posterior["pi"]``
+        ``(chain, draw, C, C)``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (V, V)
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> th = np.ones((1, 2, 2, 1)); p = np.array([1.0, 3.0]).reshape(1, 2, 1, 1)
+    >>> post = xr.Dataset({"theta": (("chain", "draw", "a", "c"), th),
+    ...                    "pi": (("chain", "draw", "c", "d"), p)})
+    >>> posterior_mean_rates(xr.DataTree.from_dict({"posterior": post}))
+    array([[0., 2.],
+           [2., 0.]])
+    """
+    post = idata["posterior"]
+    theta = np.asarray(post["theta"].values, dtype=np.float64)
+    pi = np.asarray(post["pi"].values, dtype=np.float64)
+    v, c = theta.shape[-2:]
+    theta = theta.reshape(-1, v, c)
+    pi = pi.reshape(-1, c, c)
+    out = np.einsum("sic,scd,sjd->ij", theta, pi, theta, optimize=True) / theta.shape[0]
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+def mae(rates, counts, mask=None) -> float:
+    """Mean absolute error of rates against true counts over the off-diagonal entries, or over
+    the off-diagonal entries where ``mask`` is True (held-out MAE).
+
+    Parameters
+    ----------
+    rates, counts : array_like, shape (V, V)
+    mask : array_like of bool, shape (V, V), optional
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> mae([[9, 1.5], [2.0, 9]], [[0, 1], [3, 0]])
+    0.75
+    >>> mae([[9, 1.5], [2.0, 9]], [[0, 1], [3, 0]], mask=[[0, 1], [0, 0]])
+    0.5
+    """
+    r = np.asarray(rates, dtype=np.float64)
+    y = np.asarray(counts, dtype=np.float64)
+    if r.shape != y.shape or r.ndim != 2 or r.shape[0] != r.shape[1]:
+        raise ValueError(
+            f"rates and counts must be the same square shape, got {r.shape}, {y.shape}"
+        )
+    keep = ~np.eye(r.shape[0], dtype=bool)
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.shape != r.shape:
+            raise ValueError(f"mask must have shape {r.shape}, got {m.shape}")
+        keep &= m.astype(bool)
+    if not keep.any():
+        raise ValueError("mask selects no off-diagonal entry")
+    return float(np.mean(np.abs(r[keep] - y[keep])))
