@@ -27,6 +27,7 @@ ALL_MODULES = (
     "pymc_dp.testing",
     "pymc_dp.examples.poisson_factorization",
     "pymc_dp.examples.mmsb",
+    "pymc_dp.examples.log_linear",
 )
 # packages whose public (non-underscore) submodules are documented by their ``__all__``
 SUBMODULE_PACKAGES = ("pymc_dp.mechanisms", "pymc_dp.distributions")
