@@ -188,14 +188,16 @@ def _update_batch(log_emission, z, init, trans, rng):
 def _draw_emissions(alpha, offsets, a0, rng):
     """``phi (B, K, C)``: each feature block ``Dirichlet(alpha)`` restricted to ``>= a0_f``."""
     phi = np.empty_like(alpha)
-    for f in range(len(offsets) - 1):  # a loop over features (a handful), vectorised inside
+    sizes = np.diff(offsets)
+    binary = np.flatnonzero(sizes == 2)
+    if binary.size:  # P(value 1) ~ Beta(alpha_1, alpha_0) on [a0, 1 - a0]: one exact call
+        ones, zeros = offsets[binary] + 1, offsets[binary]
+        lo = np.asarray(a0, dtype=np.float64)[binary]
+        p1 = truncated_beta_rvs(alpha[..., ones], alpha[..., zeros], lo, 1.0 - lo, rng=rng)
+        phi[..., ones], phi[..., zeros] = p1, 1.0 - p1
+    for f in np.flatnonzero(sizes > 2):  # a loop over categorical features, vectorised inside
         lo, hi = int(offsets[f]), int(offsets[f + 1])
         block = alpha[..., lo:hi]
-        if hi - lo == 2:  # P(value 1) ~ Beta(alpha_1, alpha_0) on [a0, 1 - a0], exact
-            p1 = truncated_beta_rvs(block[..., 1], block[..., 0], a0[f], 1.0 - a0[f], rng=rng)
-            phi[..., lo + 1] = p1
-            phi[..., lo] = 1.0 - p1
-            continue
         flat = block.reshape(-1, hi - lo)
         out = np.empty_like(flat)
         todo = np.arange(flat.shape[0])
