@@ -14,6 +14,9 @@
   and the noise-aware model; :func:`private_map` is Alg. 3;
   :func:`release_bayes_net_fourier` is Alg. 2 (Laplace noise on the Fourier coefficients,
   consistent tables of a binary network).
+* :func:`release_with_noisy_size` — a noisy number of records and a noisy number of successes
+  among them (add/remove-one neighbours: the size itself is private); the returned
+  :class:`NoisySizeRelease` gives the noise-aware model with the number of records latent.
 * :func:`release_hmm_counts` — per-step feature counts of a private HMM (Foulds et al. 2016,
   Sec. 5), with the plug-in Gibbs sampler and the noise-aware PyMC model (:class:`MarkovChain`
   states, sampled by the FFBS step); :func:`hmm_one_posterior_sample` is One Posterior Sample
@@ -60,6 +63,7 @@ from pymc_dp.releases.hmm_ops import (
     mcmc_sample_guarantee,
     tempered_hmm_gibbs,
 )
+from pymc_dp.releases.noisy_size import NoisySizeRelease, release_with_noisy_size
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     beta_bernoulli_log_likelihood_range,
@@ -80,6 +84,7 @@ __all__ = [
     "HMMCountsRelease",
     "HMMOnePosteriorSample",
     "HMMPrior",
+    "NoisySizeRelease",
     "NormalInverseGamma",
     "OnePosteriorSample",
     "PluginGibbsResult",
@@ -103,6 +108,7 @@ __all__ = [
     "release_bayes_net_fourier",
     "release_hmm_counts",
     "release_sufficient_statistics",
+    "release_with_noisy_size",
     "sufficient_statistic_sensitivity",
     "tempered_hmm_gibbs",
     "truncated_beta_rvs",

@@ -1,0 +1,317 @@
+"""A release whose number of records is itself noisy (:mod:`pymc_dp.releases.noisy_size`).
+
+The reference posterior is a brute-force enumeration written here with SciPy only: with
+``N ~ Poisson(lam)``, ``lam ~ Gamma(a0, b0)`` and ``p ~ Beta(a, b)`` both parameters integrate
+out in closed form (``N`` is NegativeBinomial, the number of successes given ``N``
+BetaBinomial), so the joint posterior of ``(N, S)`` is a finite table up to a tail whose mass is
+bounded and asserted below 1e-12 of the total; the posterior means of ``p`` and ``lam`` are sums
+over that table of their conjugate means.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special, stats
+
+import pymc_dp as pmdp
+from pymc_dp.distributions.privatized import Privatized
+from pymc_dp.releases import NoisySizeRelease, release_with_noisy_size
+from pymc_dp.testing import FALSE_ALARM, mcse_check
+
+EPS_N, EPS_S = 0.3, 1.0
+A0, B0 = 20.0, 1.0  # Gamma(shape, rate) prior of the Poisson rate of N (prior mean 20)
+PA, PB = 1.0, 1.0  # Beta prior of p
+N_TILDE, S_TILDE = 3, 3  # a small noisy size: the posterior of N is near 10 (prior and noise)
+
+
+def _log_geometric(k, eps):
+    """Two-sided geometric noise pmf, written from its definition (independent of the library)."""
+    a = math.exp(-eps)
+    return math.log((1.0 - a) / (1.0 + a)) - eps * np.abs(k)
+
+
+def _reference(n_tilde, s_tilde, n_max=600):
+    """Exact posterior: P(N = n), E[p], E[lam], by enumeration of (N, S) with an asserted tail."""
+    n = np.arange(n_max + 1)
+    log_prior_n = stats.nbinom.logpmf(n, A0, B0 / (B0 + 1.0))
+    s = np.arange(n_max + 1)
+    log_bb = stats.betabinom.logpmf(s[None, :], n[:, None], PA, PB)  # -inf for s > n
+    log_w = (
+        log_prior_n[:, None]
+        + _log_geometric(n_tilde - n, EPS_N)[:, None]
+        + log_bb
+        + _log_geometric(s_tilde - s, EPS_S)[None, :]
+    )
+    log_z = special.logsumexp(log_w)
+    w = np.exp(log_w - log_z)
+    # neglected N > n_max: each term is at most eta_N(n_tilde - N) (every other factor <= 1,
+    # the sum over S of BetaBinomial times a pmf <= 1), a geometric series; with the factor
+    # (a0 + N)/(b0 + 1) of E[lam] bounded by a sum over a long range
+    tail_n = np.arange(n_max + 1, n_max + 200_001)
+    log_tail = special.logsumexp(
+        _log_geometric(n_tilde - tail_n, EPS_N) + np.log((A0 + tail_n) / (B0 + 1.0))
+    )
+    assert log_tail - log_z < math.log(1e-12)
+    post_n = w.sum(axis=1)
+    mean_p = float(np.sum(w * (PA + s[None, :]) / (PA + PB + n[:, None])))
+    mean_lam = float(np.sum(post_n * (A0 + n) / (B0 + 1.0)))
+    return post_n, mean_p, mean_lam
+
+
+def _sample(model, rng, draws=1000, tune=500):
+    with model:
+        idata = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=2,
+            cores=1,
+            random_seed=rng,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return idata.posterior
+
+
+def _failures(post, ref_n, ref_p, ref_lam, alpha):
+    """The checks of the posterior draws against the enumeration that fail (names)."""
+    n = np.asarray(post["size"], dtype=np.float64)
+    checks = {"E[p]": (np.asarray(post["p"]), ref_p)}
+    if np.ptp(n) == 0:  # a constant N (the fixed-N control) is a point mass: compare exactly
+        return ["N is constant", *_names(checks, alpha)] if ref_n.max() < 1 - 1e-12 else []
+    grid = np.arange(ref_n.size)
+    checks["E[N]"] = (n, float(np.sum(grid * ref_n)))
+    if "size_rate" in post:
+        checks["E[lam]"] = (np.asarray(post["size_rate"]), ref_lam)
+    cdf = np.cumsum(ref_n)
+    for q in (0.25, 0.5, 0.75):  # P(N <= k) at the reference quartiles: the N marginal
+        k = int(np.searchsorted(cdf, q))
+        checks[f"P(N<={k})"] = ((n <= k).astype(np.float64), float(cdf[k]))
+    return _names(checks, alpha)
+
+
+def _names(checks, alpha):
+    return [name for name, (x, ref) in checks.items() if not mcse_check(x, ref, alpha=alpha).passed]
+
+
+@pytest.mark.slow
+def test_posterior_matches_enumeration_and_fixed_n_fails(rng):
+    """Posterior of (N, lam, p) from a plain ``pm.sample`` against the enumeration.
+
+    Six assertions (E[N], E[lam], E[p], three values of the N marginal's CDF), each at the
+    two-sided normal rate FALSE_ALARM/6 of a mean within k MCSE: false-alarm rate 1e-6 for the
+    test. Negative control: the model with N fixed at the noisy count (the noise on the size
+    ignored) fails the same checks (E[p] = 0.70 exactly for it, 0.36 for the enumeration).
+    """
+    ref_n, ref_p, ref_lam = _reference(N_TILDE, S_TILDE)
+    rel = NoisySizeRelease(
+        N_TILDE, S_TILDE, pmdp.Geometric(epsilon=EPS_N), pmdp.Geometric(epsilon=EPS_S)
+    )
+    post = _sample(rel.model(size_rate_prior=(A0, B0), p_prior=(PA, PB)), rng, 4000, 1000)
+    alpha = FALSE_ALARM / 6
+    assert _failures(post, ref_n, ref_p, ref_lam, alpha) == []
+
+    with pm.Model() as fixed:
+        p = pm.Beta("p", np.float64(PA), np.float64(PB))
+        pm.Deterministic("size", pm.math.constant(N_TILDE, dtype="int64"))
+        Privatized(
+            "noisy_statistic",
+            pm.Binomial.dist(N_TILDE, p),
+            pmdp.Geometric(epsilon=EPS_S),
+            observed=S_TILDE,
+        )
+    bad = _failures(_sample(fixed, rng, 1000, 500), ref_n, ref_p, ref_lam, alpha)
+    assert "N is constant" in bad and "E[p]" in bad
+
+
+def _log_discrete_gaussian(k, sigma2):
+    """Discrete Gaussian pmf from its definition, normaliser summed over |j| <= 2000."""
+    j = np.arange(-2000, 2001)
+    return -(np.asarray(k, np.float64) ** 2) / (2 * sigma2) - special.logsumexp(
+        -(j**2) / (2 * sigma2)
+    )
+
+
+MECHS = {
+    "geometric": (pmdp.Geometric(epsilon=0.7), lambda k: _log_geometric(k, 0.7)),
+    "discrete_gaussian": (
+        pmdp.DiscreteGaussian(sigma=2.0),
+        lambda k: _log_discrete_gaussian(k, 4.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("noise", sorted(MECHS))
+def test_model_density_is_the_joint_law(noise):
+    """The model's log density (no Jacobian) at fixed points equals the joint law written with
+    SciPy: Gamma(lam) Poisson(N; lam) Beta(p) eta_N(Ñ - N) sum_S Binomial(S; N, p) eta_S(S̃ - S).
+    Deterministic (relative error 1e-10). Negative control: the same density with the size's
+    noise term left out differs by far more than the tolerance."""
+    mech, log_eta = MECHS[noise]
+    rel = NoisySizeRelease(-2, 5, mech, mech)
+    model = rel.model(size_rate_prior=(A0, B0), p_prior=(2.0, 3.0))
+    logp = model.compile_logp(jacobian=False, mode="FAST_COMPILE")
+    for n, lam, p in [(0, 0.3, 0.5), (4, 6.0, 0.2), (11, 9.5, 0.93), (40, 30.0, 0.61)]:
+        s = np.arange(n + 1)
+        stat = special.logsumexp(stats.binom.logpmf(s, n, p) + log_eta(5 - s))
+        ref = (
+            stats.gamma.logpdf(lam, A0, scale=1.0 / B0)
+            + stats.poisson.logpmf(n, lam)
+            + stats.beta.logpdf(p, 2.0, 3.0)
+            + log_eta(-2 - n)
+            + stat
+        )
+        got = logp({"size": n, "size_rate_log__": math.log(lam), "p_logodds__": special.logit(p)})
+        assert got == pytest.approx(ref, rel=1e-10, abs=1e-10)
+        assert abs(got - (ref - log_eta(-2 - n))) > 1e-3  # negative control
+
+
+def _joint_logpmf(rel, n, s, out_n, out_s):
+    return rel.size_mechanism.logpdf(out_n[:, None] - n) + rel.statistic_mechanism.logpdf(
+        out_s[None, :] - s
+    )
+
+
+@pytest.mark.parametrize(("eps_n", "eps_s"), [(0.5, 0.5), (0.3, 1.1)])
+def test_privacy_loss_equals_the_guarantee(eps_n, eps_s):
+    """The privacy loss of the pair of releases, computed exactly from their joint pmf on a
+    grid of outputs, maximised over small neighbouring datasets (one record added or removed,
+    a 0 or a 1), equals the stated guarantee eps_N + eps_S to 1e-12 (sequential composition is
+    tight here). Negative control: the size's noise alone (eps_N) is below the loss."""
+    rel = NoisySizeRelease(0, 0, pmdp.Geometric(epsilon=eps_n), pmdp.Geometric(epsilon=eps_s))
+    out = np.arange(-60, 61)
+    worst = -np.inf
+    for n in range(4):
+        for s in range(n + 1):
+            for x in (0, 1):  # the added record's value
+                a = _joint_logpmf(rel, n, s, out, out)
+                b = _joint_logpmf(rel, n + 1, s + x, out, out)
+                worst = max(worst, np.max(np.abs(a - b)))
+    stated = rel.guarantee().epsilon
+    assert stated == pytest.approx(eps_n + eps_s, rel=1e-12)
+    assert worst == pytest.approx(stated, rel=1e-12, abs=1e-12)
+    assert worst > eps_n + 0.1  # negative control: counting the size's release alone fails
+
+
+def test_release_draws_follow_the_law(rng):
+    """``release_with_noisy_size`` publishes len(records) + noise and sum(records) + noise:
+    chi-square of 3000 releases of each against the geometric pmf (rate FALSE_ALARM per
+    assertion), and the law centred one off (an off-by-one in the size) is rejected."""
+    from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof
+
+    records = np.array([1, 0, 1, 1, 0, 1])
+    mech = pmdp.Geometric(epsilon=0.8)
+    rels = [
+        release_with_noisy_size(records, size_mechanism=mech, statistic_mechanism=mech, rng=rng)
+        for _ in range(3000)
+    ]
+    sizes = np.array([r.noisy_size for r in rels])
+    stats_ = np.array([r.noisy_statistic for r in rels])
+    assert_gof(chisquare_gof(sizes, lambda k: _log_geometric(k - 6, 0.8)), what="size")
+    assert_gof(chisquare_gof(stats_, lambda k: _log_geometric(k - 4, 0.8)), what="statistic")
+    assert_rejects(chisquare_gof(sizes, lambda k: _log_geometric(k - 7, 0.8)), what="size - 1")
+
+
+def test_secure_source_by_default():
+    """Without ``rng`` the noise comes from the mechanism's secure source (integers)."""
+    rel = release_with_noisy_size(
+        np.zeros(0, dtype=np.int64),
+        size_mechanism=pmdp.DiscreteGaussian(sigma=1.0),
+        statistic_mechanism=pmdp.Geometric(epsilon=1.0),
+    )
+    assert isinstance(rel.noisy_size, np.int64) and isinstance(rel.noisy_statistic, np.int64)
+
+
+GEO = pmdp.Geometric(epsilon=0.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"records": [0, 2]}, ValueError, "records"),
+        ({"records": [[0, 1]]}, ValueError, "records"),
+        ({"records": ["a"]}, TypeError, "records"),
+        ({"records": np.ma.array([0, 1], mask=[0, 1])}, ValueError, "records"),
+        ({"records": [0, float("nan")]}, ValueError, "records"),
+        ({"size_mechanism": 0.5}, TypeError, "size_mechanism"),
+        ({"statistic_mechanism": "geometric"}, TypeError, "statistic_mechanism"),
+        (
+            {"size_mechanism": pmdp.Laplace(epsilon=1.0, sensitivity=0.5)},
+            ValueError,
+            "size_mechanism",
+        ),
+        ({"statistic_mechanism": pmdp.Laplace(epsilon=1.0)}, ValueError, "allow_float"),
+    ],
+)
+def test_release_refusals(kwargs, error, name):
+    args = {"records": [0, 1, 1], "size_mechanism": GEO, "statistic_mechanism": GEO} | kwargs
+    with pytest.raises(error, match=name):
+        release_with_noisy_size(args.pop("records"), rng=np.random.default_rng(0), **args)
+
+
+def test_float_mechanism_opt_in(rng):
+    rel = release_with_noisy_size(
+        [1, 1, 0],
+        size_mechanism=pmdp.Laplace(epsilon=1.0),
+        statistic_mechanism=pmdp.Laplace(epsilon=1.0),
+        rng=rng,
+        allow_float=True,
+    )
+    assert isinstance(rel.noisy_size, np.float64)
+    model = rel.model()
+    assert np.isfinite(model.compile_logp(mode="FAST_COMPILE")(model.initial_point()))
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "name"),
+    [
+        ((3.5, 1), ValueError, "noisy_size"),
+        ((3, float("inf")), ValueError, "noisy_statistic"),
+        ((True, 1), TypeError, "noisy_size"),
+        ((3, 2**60), ValueError, "noisy_statistic"),
+        ((3, "1"), TypeError, "noisy_statistic"),
+    ],
+)
+def test_release_value_refusals(args, error, name):
+    with pytest.raises(error, match=name):
+        NoisySizeRelease(*args, GEO, GEO)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"size_prior": pm.Normal.dist()}, TypeError, "size_prior"),
+        ({"size_prior": 5}, TypeError, "size_prior"),
+        ({"size_prior": pm.Poisson.dist(np.float64(3.0), shape=2)}, ValueError, "size_prior"),
+        (
+            {"size_prior": pm.Poisson.dist(np.float64(3.0)), "size_rate_prior": (2.0, 1.0)},
+            ValueError,
+            "size_rate_prior",
+        ),
+        ({"size_rate_prior": (1.0, -1.0)}, ValueError, "size_rate_prior"),
+        ({"size_rate_prior": 3.0}, TypeError, "size_rate_prior"),
+        ({"p_prior": (float("nan"), 1.0)}, ValueError, "p_prior"),
+    ],
+)
+def test_model_refusals(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        NoisySizeRelease(3, 1, GEO, GEO).model(**kwargs)
+
+
+def test_user_size_prior_and_report():
+    """A fixed NegativeBinomial prior of N is used as given (its log pmf at N in the model),
+    and the privacy report of the model counts both releases (eps 0.5 + 0.5)."""
+    prior = pm.NegativeBinomial.dist(mu=np.float64(6.0), alpha=np.float64(2.0))
+    model = NoisySizeRelease(3, 1, GEO, GEO).model(size_prior=prior)
+    logp = model.compile_logp(jacobian=False, mode="FAST_COMPILE")
+    s = np.arange(5)
+    ref = (
+        stats.nbinom.logpmf(4, 2.0, 2.0 / 8.0)  # mean 6 = alpha (1 - q) / q with q = 1/4
+        + _log_geometric(3 - 4, 0.5)
+        + special.logsumexp(stats.binom.logpmf(s, 4, 0.5) + _log_geometric(1 - s, 0.5))
+    )  # the Beta(1, 1) prior of p has log density 0
+    assert logp({"size": 4, "p_logodds__": 0.0}) == pytest.approx(ref, rel=1e-12)
+    assert pmdp.privacy_report(model).total.epsilon == pytest.approx(1.0, rel=1e-12)
