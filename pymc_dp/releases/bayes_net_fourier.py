@@ -57,6 +57,7 @@ Only binary networks (every node with two states), as in the paper.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -99,13 +100,28 @@ def _family_bits(network) -> dict[str, tuple[int, ...]]:
     return {v: (*(col[p] for p in network.parents[v]), col[v]) for v in network.nodes}
 
 
-def _closure_masks(network) -> np.ndarray:
-    """Bitmasks (bit j = node j) of the downward closure, sorted by (size, value); 0 first."""
+def _structure(network) -> tuple:
+    """A hashable key of the graph (nodes and parent lists), for the caches below."""
+    return network.nodes, tuple(network.parents[v] for v in network.nodes)
+
+
+@functools.lru_cache(maxsize=64)
+def _closure_masks_of(structure) -> np.ndarray:
+    nodes, parents = structure
+    col = {v: j for j, v in enumerate(nodes)}
     masks = set()
-    for fam in _family_bits(network).values():
+    for v, ps in zip(nodes, parents, strict=True):
+        fam = (*(col[p] for p in ps), col[v])
         for sub in range(1 << len(fam)):
             masks.add(sum(1 << fam[k] for k in range(len(fam)) if sub >> k & 1))
-    return np.array(sorted(masks, key=lambda m: (m.bit_count(), m)), dtype=np.int64)
+    out = np.array(sorted(masks, key=lambda m: (m.bit_count(), m)), dtype=np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def _closure_masks(network) -> np.ndarray:
+    """Bitmasks (bit j = node j) of the downward closure, sorted by (size, value); 0 first."""
+    return _closure_masks_of(_structure(network))
 
 
 def fourier_closure(network: DiscreteBayesNet) -> tuple[tuple[str, ...], ...]:
@@ -164,9 +180,13 @@ def fourier_sensitivity(network: DiscreteBayesNet) -> tuple[float, float]:
     >>> fourier_sensitivity(net)[0], len(fourier_closure(net)) - 1
     (6.0, 7)
     """
-    net = _binary(network)
-    masks = _closure_masks(net)
-    d = len(net.nodes)
+    return _sensitivity_of(_structure(_binary(network)))
+
+
+@functools.lru_cache(maxsize=64)
+def _sensitivity_of(structure) -> tuple[float, float]:
+    masks = _closure_masks_of(structure)
+    d = len(structure[0])
     if d > MAX_EXACT_NODES:
         delta = float(len(masks) - 1)
     else:
