@@ -48,9 +48,7 @@ def _child(n_states: int, epsilon: float, seed: int) -> dict:
     t1 = time.perf_counter()
     rng = np.random.default_rng(seed)
     entries, states, phi = study.simulate(rng, (10, 72), n_states)
-    prior = study.HMMPrior(
-        transition=np.where(np.eye(n_states, dtype=bool), study.STICKY, 1.0)
-    )
+    prior = study.HMMPrior(transition=np.where(np.eye(n_states, dtype=bool), study.STICKY, 1.0))
     rel = study.release_hmm_counts(  # a simulation: the paper's float Laplace, by opt-in
         entries,
         shape=(10, 72),
