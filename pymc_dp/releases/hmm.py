@@ -29,8 +29,12 @@ counts projected to ``[0, N]`` and used as the sufficient statistics;
 :mod:`pymc_dp.kernels.hmm_plugin`). :meth:`HMMCountsRelease.model` is the noise-aware
 PyMC model in which the true counts are integrated out exactly: for binary features the count
 of ones of step ``(r, t)`` is ``Binomial(N[r, t], phi[f, s[r, t]])`` given the state, observed
-through the mechanism (:class:`pymc_dp.distributions.privatized.Privatized`); the state chains
-are a :class:`pymc_dp.distributions.markov_chain.MarkovChain`.
+through the mechanism (:class:`pymc_dp.distributions.privatized.Privatized`); for a feature
+with ``V_f > 2`` values the row of ``V_f`` counts is ``Multinomial(N[r, t], phi_f[s[r, t]])``
+with independent noise on each cell, and its exact marginal (a sum over all compositions of
+``N``) is computed as a convolution over the running total in ``O(V_f N^2)``
+(:mod:`pymc_dp.math.multinomial_noise`); the state chains are a
+:class:`pymc_dp.distributions.markov_chain.MarkovChain`.
 """
 
 from __future__ import annotations
@@ -442,11 +446,22 @@ class HMMCountsRelease:
         """The noise-aware PyMC model: true counts integrated out, sampled by ``pm.sample``.
 
         Variables: ``init_probs ~ Dirichlet`` (K), ``transition ~ Dirichlet`` (K, K),
-        ``emission ~ Beta(e, e)`` of shape (F, K) (``P(feature f = 1 | state k)``),
-        ``states ~ MarkovChain(init_probs, transition)`` of shape (R, T), and the release
-        ``counts = Privatized(Binomial(N[r, t], emission[f, states[r, t]]), mechanism)``
-        observed at the noisy table (R, T, F). ``pm.sample()`` updates the states with the
-        FFBS step and the rest with NUTS.
+        ``states ~ MarkovChain(init_probs, transition)`` of shape (R, T), and per kind of
+        feature:
+
+        * binary features: ``emission ~ Beta(e, e)`` of shape (F_bin, K) (``P(feature f = 1
+          | state k)``) and the release ``counts = Privatized(Binomial(N[r, t], emission[f,
+          states[r, t]]), mechanism)`` observed at the noisy counts of ones (R, T, F_bin);
+        * each feature ``f`` with ``V_f > 2`` values: ``emission_{f} ~ Dirichlet(e, ..., e)``
+          of shape (K, V_f) and the release ``counts_{f}`` observed at its noisy rows
+          (R, T, V_f), whose log-likelihood is the exact marginal of
+          ``Multinomial(N[r, t], emission_{f}[states[r, t]])`` with independent noise on each
+          cell (:mod:`pymc_dp.math.multinomial_noise`).
+
+        With only binary features (Foulds et al.'s setting) the model is the one it always
+        was: ``emission`` of shape (F, K) and ``counts`` of shape (R, T, F), built in the same
+        order (same graph, same draws). ``pm.sample()`` updates the states with the FFBS step
+        and the rest with NUTS.
 
         Parameters
         ----------
@@ -467,14 +482,27 @@ class HMMCountsRelease:
         states distinguishable priors (e.g. ``HMMPrior(init=[...])`` with unequal
         concentrations).
 
+        Categorical features. The marginal of a released row ``z`` given the state is the
+        sum over every composition of ``N`` into ``V_f`` cells; it is a convolution of ``V_f``
+        per-cell sequences ``p_j^c / c! eta(z_j - c)`` evaluated at ``N`` (the multinomial
+        as sequential binomials over the running total), computed exactly in log space in
+        ``O(V_f N^2)`` per row and state, with its gradient in the emission probabilities
+        from a backward pass (:mod:`pymc_dp.math.multinomial_noise`). Every step's row costs
+        this once per NUTS gradient and ``K`` times per FFBS sweep, so steps with thousands
+        of entries are slow (about ``1.5 V_f N^2`` exponentials per row); binarizing a
+        feature (one-vs-rest, as Foulds et al. did) is the cheaper approximation.
+
         Raises
         ------
+        ValueError
+            For invalid ``n_states`` or ``prior`` (the message names it); for a categorical
+            feature, when a step has more than
+            :data:`~pymc_dp.math.multinomial_noise.MAX_TRIALS` entries.
         NotImplementedError
-            When a feature has more than two values: the count row of such a feature given
-            the state is multinomial, and its exact marginal under the noise is a sum over all
-            compositions of ``N`` (not affordable). Binarize the feature (one-vs-rest
-            indicators, as Foulds et al. did for casualty counts) and release those, or use
-            :meth:`plugin_gibbs`.
+            When a feature has more than two values and the mechanism's noise law is not one
+            of the built-in families (Laplace, Gaussian, two-sided geometric, discrete
+            Gaussian): the exact row marginal is compiled for those only. Binarize the
+            feature, or use :meth:`plugin_gibbs`.
 
         Examples
         --------
@@ -485,6 +513,17 @@ class HMMCountsRelease:
         >>> m = rel.model(2)
         >>> sorted(v.name for v in m.free_RVs)
         ['emission', 'init_probs', 'states', 'transition']
+
+        A binary and a 3-valued feature:
+
+        >>> rel = release_hmm_counts(
+        ...     {"region": [0, 0, 0], "month": [0, 1, 1], "features": [[1, 2], [0, 0], [1, 1]]},
+        ...     shape=(1, 2), n_values=[2, 3], epsilon=1.0, rng=np.random.default_rng(0))
+        >>> m = rel.model(2)
+        >>> sorted(v.name for v in m.free_RVs), sorted(v.name for v in m.observed_RVs)
+        (['emission', 'emission_1', 'init_probs', 'states', 'transition'], ['counts', 'counts_1'])
+        >>> m.named_vars_to_dims["emission_1"], m.named_vars_to_dims["counts_1"]
+        (('state', 'value_1'), ('region', 'month', 'value_1'))
         """
         import pymc as pm
         import pytensor.tensor as pt
@@ -492,20 +531,18 @@ class HMMCountsRelease:
         from pymc_dp.distributions.markov_chain import MarkovChain
         from pymc_dp.distributions.privatized import Privatized
 
-        if not self.binary:
-            raise NotImplementedError(
-                "the noise-aware HMM model needs binary features: a feature with "
-                f"{max(self.n_values)} values has a multinomial count row whose exact marginal "
-                "under the noise is a sum over all compositions of N (not affordable). Binarize "
-                "it (one-vs-rest indicators, as Foulds et al. binarized casualty counts) and "
-                "release those, or use plugin_gibbs()"
-            )
         k = _as_int_bound("n_states", n_states, 1)
         prior = HMMPrior() if prior is None else prior
         a, b, e = prior.resolve(k)
         (r, t), f = self.shape, len(self.n_values)
-        coords = {"region": range(r), "month": range(t), "feature": range(f)}
+        binary = [j for j, v in enumerate(self.n_values) if v == 2]
+        categorical = [j for j, v in enumerate(self.n_values) if v > 2]
+        noise = _categorical_noise(self) if categorical else None
+        coords = {"region": range(r), "month": range(t)}
+        coords |= {"feature": range(f) if self.binary else binary}
         coords |= {"state": range(k), "next_state": range(k)}
+        coords |= {f"value_{j}": range(self.n_values[j]) for j in categorical}
+        columns = _feature_columns(self.n_values)
         with pm.Model(coords=coords) as model:
             # the release as data (not graph constants): the compiled functions do not depend
             # on it, so numba's on-disk cache serves every release of the same shape
@@ -514,26 +551,119 @@ class HMMCountsRelease:
                 np.asarray(self.entries_per_step, dtype=np.int64),
                 dims=("region", "month"),
             )
-            released = pm.Data(
-                "released_counts",
-                np.asarray(self.counts, dtype=np.float64),
-                dims=("region", "month", "feature"),
-            )
+            if binary:
+                ones = [columns[j].start for j in binary]
+                released = pm.Data(
+                    "released_counts",
+                    np.asarray(self.counts[..., ones], dtype=np.float64),
+                    dims=("region", "month", "feature"),
+                )
             init = pm.Dirichlet("init_probs", a=a, dims="state")
             trans = pm.Dirichlet("transition", a=b, dims=("state", "next_state"))
             e64 = np.float64(e)
-            phi = pm.Beta("emission", alpha=e64, beta=e64, dims=("feature", "state"))
+            if binary:
+                phi = pm.Beta("emission", alpha=e64, beta=e64, dims=("feature", "state"))
+            phis = {
+                j: pm.Dirichlet(
+                    f"emission_{j}",
+                    a=np.full((k, self.n_values[j]), e64),
+                    dims=("state", f"value_{j}"),
+                )
+                for j in categorical
+            }
             states = MarkovChain("states", init, trans, dims=("region", "month"))
-            p = phi.T[states]  # (R, T, F)
-            n = pt.broadcast_to(n_data[..., None], (r, t, f))
-            Privatized(
-                "counts",
-                pm.Binomial.dist(n=n, p=p),
-                self.mechanism,
-                observed=released,
-                dims=("region", "month", "feature"),
-            )
+            if binary:
+                fb = len(binary)
+                p = phi.T[states]  # (R, T, F_bin)
+                n = pt.broadcast_to(n_data[..., None], (r, t, fb))
+                Privatized(
+                    "counts",
+                    pm.Binomial.dist(n=n, p=p),
+                    self.mechanism,
+                    observed=released,
+                    dims=("region", "month", "feature"),
+                )
+            for j in categorical:
+                _categorical_release(self, j, columns[j], n_data, phis[j][states], noise)
         return model
+
+
+def _feature_columns(n_values) -> list[slice]:
+    """The columns of ``counts`` that each feature owns (one for a binary feature)."""
+    out, i = [], 0
+    for v in n_values:
+        w = 1 if v == 2 else v
+        out.append(slice(i, i + w))
+        i += w
+    return out
+
+
+def _categorical_noise(release) -> tuple[int, tuple[float, ...]]:
+    """``(kind, params)`` of the mechanism's noise law for the categorical rows' marginal;
+    ``NotImplementedError`` for a law that is not a built-in family, ``ValueError`` for a
+    step with more entries than the row marginal takes."""
+    from pymc_dp.kernels.noise_logpdf import logpdf_kind
+    from pymc_dp.math.multinomial_noise import MAX_TRIALS
+
+    mech = release.mechanism
+    kind = logpdf_kind(mech.numba_logpdf)
+    if kind is None:
+        raise NotImplementedError(
+            f"the noise-aware HMM model of a feature with {max(release.n_values)} values needs "
+            "the mechanism's noise law to be a built-in family (Laplace, Gaussian, Geometric, "
+            f"DiscreteGaussian); {type(mech).__name__} has its own numba_logpdf. Binarize the "
+            "feature (one-vs-rest indicators) and release those, or use plugin_gibbs()"
+        )
+    n_max = int(np.max(release.entries_per_step))
+    if n_max > MAX_TRIALS:
+        raise ValueError(
+            f"entries_per_step: a step has {n_max} entries, above {MAX_TRIALS}, the most the "
+            "exact marginal of a categorical feature's noisy row takes (its cost grows as "
+            "N**2); binarize the feature or use plugin_gibbs()"
+        )
+    return kind, tuple(float(v) for v in mech.numba_params)
+
+
+def _categorical_release(release, feature, cols, n_data, p, noise):
+    """The observed noisy rows ``counts_{feature}`` of one categorical feature, given the
+    emission probabilities ``p`` (R, T, V) of each step's state."""
+    import pymc as pm
+
+    from pymc_dp.distributions._observed import prepare_observed
+    from pymc_dp.math.multinomial_noise import multinomial_noise_logp
+
+    kind, params = noise
+    mech = release.mechanism
+    name = f"counts_{feature}"
+    dims = ("region", "month", f"value_{feature}")
+    values = np.asarray(release.counts[..., cols], dtype=np.float64)
+    # refused here naming the release (pm.Data itself would take NaN for missing data)
+    try:
+        prepare_observed(values, integer=mech.integer, release=name, shape=values.shape)
+    except ValueError as err:
+        raise ValueError(f"counts (the released rows of feature {feature}): {err}") from None
+    released = pm.Data(f"released_counts_{feature}", values, dims=dims)
+    observed = prepare_observed(
+        released, integer=mech.integer, release=name, shape=values.shape, fixed=True
+    )
+
+    def dist(n, prob, size):  # forward draws: true rows plus the mechanism's noise
+        rows = pm.Multinomial.dist(n=n, p=prob, size=size)
+        return rows + mech.noise_dist(size=rows.shape)
+
+    def logp(value, n, prob):
+        return multinomial_noise_logp(value, n, prob, kind, params)
+
+    return pm.CustomDist(
+        name,
+        n_data,
+        p,
+        dist=dist,
+        logp=logp,
+        signature="(),(v)->(v)",
+        observed=observed,
+        dims=dims,
+    )
 
 
 def _mechanism(mechanism, epsilon):

@@ -215,12 +215,15 @@ def test_model_likelihood_is_the_exact_marginal():
     np.testing.assert_allclose(lps, ref, rtol=1e-12)
 
 
-def test_model_refuses_categorical():
+def test_model_takes_categorical():
+    """A 3-valued feature gets its own Dirichlet emissions and noisy-row release (exactness:
+    tests/releases/test_hmm_categorical.py); the plug-in sampler takes it too."""
     rng = np.random.default_rng(6)
     entries = _entries(rng, 30, (1, 3), (2, 3))
     rel = release_hmm_counts(entries, shape=(1, 3), n_values=[2, 3], epsilon=1.0, rng=rng)
-    with pytest.raises(NotImplementedError, match=r"[Bb]inarize"):
-        rel.model(2)
+    model = rel.model(2)
+    assert {v.name for v in model.observed_RVs} == {"counts", "counts_1"}
+    assert model.named_vars_to_dims["emission_1"] == ("state", "value_1")
     assert rel.plugin_gibbs(2, draws=2, tune=1, rng=0).emissions[1].shape == (2, 2, 3)
 
 
