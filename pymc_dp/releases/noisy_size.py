@@ -57,6 +57,7 @@ from pymc_dp.accounting import PrivacyGuarantee, compose
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases.sufficient import release_values
+from pymc_dp.step_methods.noisy_size import TAG as SIZE_TAG
 
 __all__ = ["NoisySizeRelease", "release_with_noisy_size"]
 
@@ -235,18 +236,20 @@ class NoisySizeRelease:
             else:
                 size = model.register_rv(size_prior.owner.clone().default_output(), "size")
             p = pm.Beta("p", alpha=a, beta=b)
-            Privatized(
+            noisy_size = Privatized(
                 "noisy_size",
                 pm.DiracDelta.dist(size),
                 self.size_mechanism,
                 observed=self.noisy_size,
             )
-            Privatized(
+            noisy_statistic = Privatized(
                 "noisy_statistic",
                 pm.Binomial.dist(size, p),
                 self.statistic_mechanism,
                 observed=self.noisy_statistic,
             )
+        # the mark by which pm.sample gives `size` its exact Gibbs step (NoisySizeGibbs)
+        setattr(size.tag, SIZE_TAG, (noisy_size, noisy_statistic))
         return model
 
 

@@ -24,6 +24,7 @@ from pymc_dp.step_methods.count_augmentation import CountAugmentation
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 from pymc_dp.step_methods.ffbs import FFBS
 from pymc_dp.step_methods.interweave import Interweave
+from pymc_dp.step_methods.noisy_size import NoisySizeGibbs
 from pymc_dp.step_methods.nuisance import nuisance_records  # noqa: F401  (registers the hook)
 from pymc_dp.step_methods.poisson_factor import PoissonFactorGibbs
 
@@ -36,6 +37,7 @@ __all__ = [
     "CountAugmentation",
     "DataAugmentation",
     "Interweave",
+    "NoisySizeGibbs",
     "PoissonFactorGibbs",
     "register_step_methods",
 ]
@@ -51,8 +53,9 @@ def register_step_methods() -> None:
     collapses (it claims only those, and all others fall back to them), the data-augmentation step
     must win over PyMC's discrete Gibbs steps for the record variables it claims, and
     ``CountAugmentation`` over ``Metropolis`` for the Privatized true counts it claims,
-    ``PoissonFactorGibbs`` over NUTS for the Gamma factors of their rates, and
-    ``FFBS`` over PyMC's discrete steps for MarkovChain states.
+    ``PoissonFactorGibbs`` over NUTS for the Gamma factors of their rates,
+    ``FFBS`` over PyMC's discrete steps for MarkovChain states, and ``NoisySizeGibbs`` over
+    Metropolis for the latent size of a ``NoisySizeRelease`` model.
 
     Examples
     --------
@@ -75,6 +78,7 @@ def register_step_methods() -> None:
         CountAugmentation,
         FFBS,
         PoissonFactorGibbs,
+        NoisySizeGibbs,
         *CONJUGATE_STEPS,
     ]
     if STEP_METHODS[: len(ours)] == ours:

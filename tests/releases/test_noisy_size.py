@@ -20,7 +20,8 @@ from scipy import special, stats
 import pymc_dp as pmdp
 from pymc_dp.distributions.privatized import Privatized
 from pymc_dp.releases import NoisySizeRelease, release_with_noisy_size
-from pymc_dp.testing import FALSE_ALARM, mcse_check
+from pymc_dp.step_methods import NoisySizeGibbs
+from pymc_dp.testing import FALSE_ALARM, assert_gof, assert_rejects, chisquare_gof, mcse_check
 
 EPS_N, EPS_S = 0.3, 1.0
 A0, B0 = 20.0, 1.0  # Gamma(shape, rate) prior of the Poisson rate of N (prior mean 20)
@@ -62,9 +63,10 @@ def _reference(n_tilde, s_tilde, n_max=600):
     return post_n, mean_p, mean_lam
 
 
-def _sample(model, rng, draws=1000, tune=500):
+def _sample(model, rng, draws=1000, tune=500, step=None):
     with model:
         idata = pm.sample(
+            step=None if step is None else step(model),
             draws=draws,
             tune=tune,
             chains=2,
@@ -97,9 +99,17 @@ def _names(checks, alpha):
     return [name for name, (x, ref) in checks.items() if not mcse_check(x, ref, alpha=alpha).passed]
 
 
+STEPS = {
+    "default": None,  # NUTS for (lam, p), NoisySizeGibbs for N
+    "metropolis": lambda m: [pm.Metropolis([m["size"]])],  # PyMC's own step for N
+}
+
+
 @pytest.mark.slow
-def test_posterior_matches_enumeration_and_fixed_n_fails(rng):
-    """Posterior of (N, lam, p) from a plain ``pm.sample`` against the enumeration.
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_posterior_matches_enumeration_and_fixed_n_fails(rng, step):
+    """Posterior of (N, lam, p) from ``pm.sample`` against the enumeration: the steps it
+    picks (NUTS and the exact NoisySizeGibbs step for N), and PyMC's Metropolis for N.
 
     Six assertions (E[N], E[lam], E[p], three values of the N marginal's CDF), each at the
     two-sided normal rate FALSE_ALARM/6 of a mean within k MCSE: false-alarm rate 1e-6 for the
@@ -110,7 +120,8 @@ def test_posterior_matches_enumeration_and_fixed_n_fails(rng):
     rel = NoisySizeRelease(
         N_TILDE, S_TILDE, pmdp.Geometric(epsilon=EPS_N), pmdp.Geometric(epsilon=EPS_S)
     )
-    post = _sample(rel.model(size_rate_prior=(A0, B0), p_prior=(PA, PB)), rng, 4000, 1000)
+    model = rel.model(size_rate_prior=(A0, B0), p_prior=(PA, PB))
+    post = _sample(model, rng, 4000, 1000, STEPS[step])
     alpha = FALSE_ALARM / 6
     assert _failures(post, ref_n, ref_p, ref_lam, alpha) == []
 
@@ -200,8 +211,6 @@ def test_release_draws_follow_the_law(rng):
     """``release_with_noisy_size`` publishes len(records) + noise and sum(records) + noise:
     chi-square of 3000 releases of each against the geometric pmf (rate FALSE_ALARM per
     assertion), and the law centred one off (an off-by-one in the size) is rejected."""
-    from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof
-
     records = np.array([1, 0, 1, 1, 0, 1])
     mech = pmdp.Geometric(epsilon=0.8)
     rels = [
@@ -315,3 +324,94 @@ def test_user_size_prior_and_report():
     )  # the Beta(1, 1) prior of p has log density 0
     assert logp({"size": 4, "p_logodds__": 0.0}) == pytest.approx(ref, rel=1e-12)
     assert pmdp.privacy_report(model).total.epsilon == pytest.approx(1.0, rel=1e-12)
+
+
+def _exact_conditional(n_tilde, s_tilde, eps_n, eps_s, log_prior, p, n_max):
+    """P(N | lam, p, releases) by enumeration over 0..n_max (tail asserted below 1e-12)."""
+    n = np.arange(n_max + 1)
+    stat = np.array(
+        [
+            special.logsumexp(
+                stats.binom.logpmf(np.arange(k + 1), k, p)
+                + _log_geometric(s_tilde - np.arange(k + 1), eps_s)
+            )
+            for k in n
+        ]
+    )
+    logw = log_prior(n) + _log_geometric(n_tilde - n, eps_n) + stat
+    log_z = special.logsumexp(logw)
+    # beyond n_max: prior <= 1 and the statistic's factor <= 1, a geometric series of eta_N
+    tail = _log_geometric(n_max + 1 - n_tilde, eps_n) - math.log1p(-math.exp(-eps_n))
+    assert n_max > n_tilde and tail - log_z < math.log(1e-12)
+    full = logw - log_z
+    no_stat = logw - stat
+    return full, no_stat - special.logsumexp(no_stat)
+
+
+CONDITIONALS = {
+    # (noisy size, noisy statistic, eps_N, eps_S, size prior, log prior, p, n_max)
+    "near": (3, 3, 0.3, 1.0, None, None, 0.38, 400),
+    # the prior (mean 100) far from the noisy size 3: the window grows to cover the mode
+    "far": (3, 20, 0.3, 1.0, 100.0, lambda n: stats.poisson.logpmf(n, 100.0), 0.5, 600),
+}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["near", pytest.param("far", marks=pytest.mark.slow)],  # far: about 10 s
+)
+def test_gibbs_step_draws_the_exact_conditional(case, rng):
+    """Given (lam, p), each NoisySizeGibbs draw of N is an independent draw of its full
+    conditional: chi-square of 3000 draws against the enumeration (rate FALSE_ALARM). Negative
+    control: the same draws against the conditional without the statistic's factor (the noisy
+    number of successes ignored) are rejected."""
+    n_tilde, s_tilde, eps_n, eps_s, prior_mu, log_prior, p, n_max = CONDITIONALS[case]
+    rel = NoisySizeRelease(
+        n_tilde, s_tilde, pmdp.Geometric(epsilon=eps_n), pmdp.Geometric(epsilon=eps_s)
+    )
+    lam = 15.0
+    if prior_mu is None:
+        model = rel.model(size_rate_prior=(A0, B0))
+        log_prior = lambda n: stats.poisson.logpmf(n, lam)  # noqa: E731
+    else:
+        model = rel.model(size_prior=pm.Poisson.dist(np.float64(prior_mu)))
+    step = NoisySizeGibbs([model["size"]], model=model, rng=rng)
+    point = model.initial_point()
+    point["p_logodds__"] = np.float64(special.logit(p))
+    if "size_rate_log__" in point:
+        point["size_rate_log__"] = np.float64(math.log(lam))
+    draws = []
+    for _ in range(3000):
+        point, _ = step.step(point)
+        draws.append(int(point["size"]))
+    full, no_stat = _exact_conditional(n_tilde, s_tilde, eps_n, eps_s, log_prior, p, n_max)
+
+    def lookup(table):
+        def logpmf(k):
+            return np.where((k >= 0) & (k <= n_max), table[np.clip(k, 0, n_max)], -np.inf)
+
+        return logpmf
+
+    assert_gof(chisquare_gof(np.array(draws), lookup(full)), what=case)
+    assert_rejects(chisquare_gof(np.array(draws), lookup(no_stat)), what=f"{case}, no S")
+
+
+def test_pm_sample_assigns_the_gibbs_step():
+    """``pm.sample``'s assignment gives N to NoisySizeGibbs and the parameters to NUTS; a
+    plain model with a latent Poisson count keeps PyMC's Metropolis (nothing else claimed)."""
+    from pymc.sampling.mcmc import assign_step_methods
+
+    model = NoisySizeRelease(3, 3, GEO, GEO).model()
+    _, selected = assign_step_methods(model)
+    names = {
+        cls.__name__: sorted(model.values_to_rvs[v].name for v in vs)
+        for cls, vs in selected.items()
+    }
+    assert names == {"NoisySizeGibbs": ["size"], "NUTS": ["p", "size_rate"]}
+    with pm.Model() as plain:
+        lam = pm.Gamma("lam", np.float64(2.0), np.float64(1.0))
+        pm.Poisson("n", lam)
+    _, selected = assign_step_methods(plain)
+    assert {cls.__name__ for cls in selected} == {"NUTS", "Metropolis"}
+    with pytest.raises(ValueError, match="NoisySizeGibbs"):
+        NoisySizeGibbs([plain["n"]], model=plain)
