@@ -30,8 +30,8 @@ variable); the first is ``Privatized`` of ``DiracDelta(N)``, the noise density a
 ``Ñ - N``. ``pm.sample`` then draws ``p`` (and ``size_rate``) with NUTS and ``N`` with
 :class:`~pymc_dp.step_methods.NoisySizeGibbs`, an exact draw from its full conditional over a
 window whose neglected mass is bounded and checked (below 1e-12; PyMC's Metropolis step is
-exact too but gives about half the effective draws of ``N`` per second on the test case). The posterior over ``N`` is
-in the trace as ``"size"``.
+exact too but gives about half the effective draws of ``N`` per second on the test case).
+The posterior over ``N`` is in the trace as ``"size"``.
 
 Ignoring the noise of the count (fixing ``N = Ñ``) is not a small error: in the test case
 (``Ñ = S̃ = 3``, ε_N = 0.3, ε_S = 1, a prior of mean 20 on ``N``) the posterior mean of ``p``
