@@ -1,7 +1,8 @@
 r"""Skellam-Bessel augmentation of latent true counts under two-sided geometric noise.
 
 Schein, Wu, Schofield, Zhou & Wallach (2019), "Locally Private Bayesian Inference for Count
-Models", Section 4, eqs. 9-16, with the corrections of ``papers/ERRATA.md``. A true count
+Models", Section 4, eqs. 9-16, with the corrections of ``docs/theory.md`` ("Errata of the
+papers"). A true count
 :math:`y \sim \mathrm{Pois}(\mu)` is released as :math:`z = y + \tau`,
 :math:`\tau \sim \mathrm{2Geo}(\alpha)` (pmf :math:`\frac{1-\alpha}{1+\alpha}\alpha^{|\tau|}`).
 
@@ -11,13 +12,13 @@ Augmentation (eq. 9, Theorem 2): :math:`\tau = g^+ - g^-`, :math:`g^\pm \sim
 :math:`P(g = k) = (1-\alpha)\alpha^k`). With :math:`\tilde y^+ = y + g^+ \sim
 \mathrm{Pois}(\mu + \lambda^+)`, :math:`z = \tilde y^+ - g^-` is Skellam (eq. 11). One sweep:
 
-1. eq. 13 (Theorem 3 with the ERRATA's argument): :math:`m \sim \mathrm{Bes}(|z|,
+1. eq. 13 (Theorem 3 with the errata's argument): :math:`m \sim \mathrm{Bes}(|z|,
    2\sqrt{(\lambda^+ + \mu)\lambda^-})`, the minimum of :math:`\tilde y^+` and :math:`g^-`;
 2. eq. 14: if :math:`z \le 0`, :math:`\tilde y^+ = m`, :math:`g^- = m - z`; else
    :math:`g^- = m`, :math:`\tilde y^+ = m + z`;
 3. eq. 15: :math:`y \sim \mathrm{Binom}(\tilde y^+, \mu / (\mu + \lambda^+))`,
    :math:`g^+ = \tilde y^+ - y`;
-4. eq. 16 *corrected* (ERRATA): :math:`\lambda^\pm \sim \mathrm{Gamma}(1 + g^\pm,
+4. eq. 16 *corrected* (errata): :math:`\lambda^\pm \sim \mathrm{Gamma}(1 + g^\pm,
    \text{rate } 1/\alpha)` (prior rate :math:`(1-\alpha)/\alpha` plus 1 from the Poisson
    likelihood). The printed rate :math:`\alpha/(1-\alpha) + 1` is wrong unless
    :math:`\alpha = 1/2`.
@@ -346,7 +347,7 @@ def augment_true_counts(z, mu, state: AuxRates, rng=None):
 
 
 def redraw_aux_rates(g_plus, g_minus, alpha, rng=None) -> AuxRates:
-    """Eq. 16 (corrected, ERRATA): ``lambda ~ Gamma(1 + g, rate 1/alpha)`` for both parts.
+    """Eq. 16 (corrected, theory.md errata): ``lambda ~ Gamma(1 + g, rate 1/alpha)``, both parts.
 
     Examples
     --------
