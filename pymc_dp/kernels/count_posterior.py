@@ -4,10 +4,11 @@ Schein, Wu, Schofield, Zhou & Wallach (2019), "Locally Private Bayesian Inferenc
 Models": a true count :math:`y \sim \mathrm{Pois}(\mu)` is released as :math:`z = y + \tau`
 (eq. 10) with :math:`\tau \sim \mathrm{2Geo}(\alpha)`, the pmf of eq. 6,
 :math:`\frac{1-\alpha}{1+\alpha}\alpha^{|\tau|}` (Theorem 1: with :math:`\alpha =
-e^{-\epsilon/N}`, eq. 8, the release is :math:`(N, \epsilon)`-private; ERRATA for the sign).
+e^{-\epsilon/N}`, eq. 8, the release is :math:`(N, \epsilon)`-private; the sign is corrected in
+``docs/theory.md``, "Errata of the papers").
 Their Theorems 2-3 (eqs. 9-16) reach the conditional of :math:`y` through auxiliary rates
 :math:`\lambda^\pm` (:mod:`pymc_dp.kernels.count_augmentation`); here it is drawn directly,
-without auxiliaries, as the ERRATA notes is possible:
+without auxiliaries, as the errata note is possible:
 
 .. math::
 
