@@ -167,7 +167,7 @@ class Bernoulli(_Family):
     """Records in {0, 1}; statistic ``(s, f) = (Σx, n - Σx)``.
 
     Replacing one record moves one unit from ``s`` to ``f`` or back: ``Δ1 = 2``, ``Δ2 = √2``
-    (Foulds et al. 2016, Sec. 3.2; ERRATA).
+    (Foulds et al. 2016, Sec. 3.2; ``docs/theory.md``, "Errata of the papers").
     """
 
     name = "bernoulli"
