@@ -2,7 +2,8 @@ r"""Gibbs step for the latent true counts of ``Privatized(Poisson, Geometric, ma
 
 ``Privatized(name, pm.Poisson.dist(mu), pmdp.Geometric(...), marginalize=False, observed=z)``
 keeps the true counts as the free variable ``f"{name}_true"``. This step draws them by the
-Skellam-Bessel augmentation of Schein et al. (2019, eqs. 13-16 with the ERRATA's corrections;
+Skellam-Bessel augmentation of Schein et al. (2019, eqs. 13-16 with the corrections in
+``docs/theory.md``, "Errata of the papers";
 the kernel and its derivation are :mod:`pymc_dp.kernels.count_augmentation`): each sweep draws
 every true count exactly given the auxiliary rates :math:`\lambda^\pm` and the current rate
 ``mu``, then redraws :math:`\lambda^\pm`, which the step keeps between sweeps (its sampling
