@@ -1,10 +1,11 @@
-"""The Skellam-Bessel augmentation (Schein et al. 2019, eqs. 13-16, ERRATA-corrected) against
-the exact conditional P(y | z, mu) by brute force.
+"""The Skellam-Bessel augmentation (Schein et al. 2019, eqs. 13-16, corrected) against
+the exact conditional P(y | z, mu) by brute force (corrections: docs/theory.md, "Errata of
+the papers").
 
 Each chi-square assertion has a false-alarm rate of 1e-6 (p-value threshold). Draws are the
 final states of independent chains (one per count of a vectorised sweep) after ``BURN`` sweeps
 started from the prior of the auxiliary rates; the integrated autocorrelation time of y is
-1-5.5 sweeps in these settings (ERRATA), so the distance to stationarity after 60 sweeps
+1-5.5 sweeps in these settings (the errata), so the distance to stationarity after 60 sweeps
 (order exp(-60/5.5) ~ 2e-5 in total variation) is far below what N = 10^5 draws can detect
 (about 1e-2). Negative controls (the printed eq. 16 and the printed Bessel argument of eq. 12)
 must be rejected at the same threshold.
