@@ -37,7 +37,7 @@ def _neighbour_max(family: str, datasets, bounds) -> tuple[float, float]:
 def test_bernoulli_pair_sensitivity_closed_form_and_enumeration():
     datasets = list(itertools.product([0, 1], repeat=4))
     assert _neighbour_max("bernoulli", datasets, None) == (2.0, math.sqrt(2.0))
-    assert sufficient_statistic_sensitivity("bernoulli") == 2.0  # Foulds et al.; ERRATA
+    assert sufficient_statistic_sensitivity("bernoulli") == 2.0  # Foulds et al.; theory.md errata
     l2 = sufficient_statistic_sensitivity("bernoulli", norm="l2")
     assert l2 == pytest.approx(math.sqrt(2.0), rel=1e-15)
 
