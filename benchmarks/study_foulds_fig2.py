@@ -1,9 +1,9 @@
 """Foulds et al. (2016) Fig. 2: L1 error of one private posterior sample against N.
 
-Setting (Fig. 2, ERRATA): Beta-Bernoulli, prior Beta(1, 1), true p = 0.3, epsilon = 0.1, N on a
-log grid from 10 to 10^6; for each N and each repeat, fresh records ``x ~ Bernoulli(0.3)^N`` and
-one posterior sample per method; the error is ``|theta - 0.3|`` averaged over the repeats
-(Foulds et al. used 1000 repeats). Methods, each epsilon = 0.1 per dataset:
+Setting (Fig. 2; docs/theory.md, "Errata of the papers"): Beta-Bernoulli, prior Beta(1, 1),
+true p = 0.3, epsilon = 0.1, N on a log grid from 10 to 10^6; for each N and each repeat, fresh
+records ``x ~ Bernoulli(0.3)^N`` and one posterior sample per method; the error is
+``|theta - 0.3|`` averaged over the repeats (Foulds et al. used 1000 repeats). Methods, each epsilon = 0.1 per dataset:
 
 * non-private: ``theta ~ Beta(1 + s, 1 + f)``;
 * Laplace (plug-in): ``release_sufficient_statistics(x, "bernoulli", mechanism=Laplace(epsilon=eps))``,
@@ -11,7 +11,7 @@ one posterior sample per method; the error is ``|theta - 0.3|`` averaged over th
   one draw of ``Beta(1 + s~, 1 + f~)``;
 * OPS: ``OnePosteriorSample.beta_bernoulli(eps, truncation=p0)``, one exact draw of the
   tempered Beta posterior truncated to ``[p0, 1 - p0]``; the paper's truncation is not legible
-  (ERRATA), we show p0 = 0.1 (temperature 2 log 9 / 0.1 = 43.9) and p0 = 0.01 (temperature
+  (errata), we show p0 = 0.1 (temperature 2 log 9 / 0.1 = 43.9) and p0 = 0.01 (temperature
   91.9);
 * noise-aware (pymc_dp): one exact draw of the posterior of p given the *same* Laplace release
   as the plug-in, ``SufficientStatisticsRelease.sample_noise_aware_posterior`` (the success
