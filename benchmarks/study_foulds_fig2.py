@@ -3,7 +3,8 @@
 Setting (Fig. 2; docs/theory.md, "Errata of the papers"): Beta-Bernoulli, prior Beta(1, 1),
 true p = 0.3, epsilon = 0.1, N on a log grid from 10 to 10^6; for each N and each repeat, fresh
 records ``x ~ Bernoulli(0.3)^N`` and one posterior sample per method; the error is
-``|theta - 0.3|`` averaged over the repeats (Foulds et al. used 1000 repeats). Methods, each epsilon = 0.1 per dataset:
+``|theta - 0.3|`` averaged over the repeats (Foulds et al. used 1000 repeats). Methods, each
+epsilon = 0.1 per dataset:
 
 * non-private: ``theta ~ Beta(1 + s, 1 + f)``;
 * Laplace (plug-in): ``release_sufficient_statistics(x, "bernoulli", mechanism=Laplace(epsilon=eps))``,
