@@ -146,7 +146,7 @@ def simulate(n_actors, n_communities, *, rng=None, block=True) -> dict:
         ``Gamma(shape 4, mean 4)`` on the diagonal and, with probability 0.2, an
         ``Exponential(mean 0.5)`` off it. In-block rates have mean about 4, the rest are
         sparse. ``False``: Schein et al.'s stated truth, every entry ``Gamma(0.01, rate
-        0.5)``, which gives an almost empty matrix (``ERRATA.md``).
+        0.5)``, which gives an almost empty matrix (errata in ``docs/theory.md``).
 
     Returns
     -------
