@@ -2,7 +2,7 @@
 
 The paper's appendix ("Synthetic data experiments", their Fig. 1): a ``V x V`` count matrix
 with block structure, every count released through the two-sided geometric mechanism with
-``alpha = exp(-epsilon / N)`` (``N`` the empirical mean count; ``ERRATA.md``: the printed
+``alpha = exp(-epsilon / N)`` (``N`` the empirical mean count; errata in ``docs/theory.md``: the printed
 ``-exp(epsilon / N)`` is a misprint) at ``epsilon in {2.5, 1, 0.75}``, and a Poisson
 factorization fitted to the noisy matrix naively (noisy counts clipped at 0, as if true) and
 noise-aware. Reconstruction error is the MAE of the posterior-mean rates against the *true*
@@ -12,7 +12,7 @@ What differs from the paper (stated in the report this script writes):
 
 * the truth is :func:`pymc_dp.examples.poisson_factorization.simulate` with ``block=True``
   (diagonal blocks plus sparse off-block additions): the paper's Gamma(0.01, 0.5) draws give
-  an almost empty matrix (``ERRATA.md``);
+  an almost empty matrix (errata in ``docs/theory.md``);
 * the model is the API's ``theta @ phi`` factorization (``D x K`` times ``K x V``), not the
   mixed-membership block model ``theta Pi theta^T`` of their network study;
 * samplers are PyMC's: NUTS for the factors, with the ``CountAugmentation`` Gibbs step for
@@ -304,10 +304,10 @@ def _setting(config: Config) -> list[str]:
         "blocks; a factor in its own block is Gamma(shape 4, mean 2) (diagonal-block rates "
         "mean 4); every other factor entry is 0 except, with probability 0.1, an "
         "Exponential(mean 0.5) addition (sparse off-block rates, mean about 0.2). The paper's "
-        "Gamma(0.01, 0.5) truth gives an almost empty matrix (ERRATA.md), so this "
+        "Gamma(0.01, 0.5) truth gives an almost empty matrix (docs/theory.md errata), so this "
         "block-structured truth with sparse additions replaces it.",
         f"- Release: `pf.privatize(y, epsilon)`: two-sided geometric noise with alpha = "
-        f"exp(-epsilon / N), N the empirical mean of the true counts (ERRATA.md), "
+        f"exp(-epsilon / N), N the empirical mean of the true counts (docs/theory.md errata), "
         f"epsilon in {{{', '.join(str(e) for e in c.epsilons)}}}; the same truth is released "
         "at every epsilon within a repeat.",
         "- Fits (`pf.fit`, plain `pm.sample`): nonprivate (Poisson on the true counts), naive "
