@@ -438,3 +438,23 @@ def test_zcdp_of_discrete_gaussian_pair_equals_the_guarantee():
                 worst = max(worst, div / a)
     assert worst == pytest.approx(rho, rel=1e-12)
     assert worst > 1 / 8 + 0.1  # negative control: the size's release alone
+
+
+def test_gibbs_step_refuses_a_window_it_cannot_certify(monkeypatch):
+    """When no window up to the cap holds all but 1e-12 of the conditional, the step raises
+    instead of drawing from a truncated law (cap lowered to 64 values here; the near case
+    needs 257). Control: with the real cap the same draw succeeds."""
+    import pymc_dp.step_methods.noisy_size as ns
+
+    model = NoisySizeRelease(3, 3, pmdp.Geometric(epsilon=0.3), pmdp.Geometric(epsilon=1.0)).model(
+        size_rate_prior=(A0, B0)
+    )
+    monkeypatch.setattr(ns, "_MAX_WINDOW", 64)
+    step = NoisySizeGibbs([model["size"]], model=model, rng=np.random.default_rng(0))
+    point = model.initial_point()
+    point["size_rate_log__"] = np.float64(math.log(15.0))
+    with pytest.raises(RuntimeError, match="1e-12"):
+        step.step(point)
+    monkeypatch.undo()
+    _, [stats_] = step.step(point)
+    assert stats_["size_window"] > 64
