@@ -3,9 +3,12 @@
 ``import pymc_dp`` calls :func:`register_step_methods` once, so that ``pm.sample`` picks these steps
 by itself. Their ``competence`` follows one rule, :mod:`pymc_dp.step_methods.claims`: only the
 records of an observed ``Release`` and conjugate parameters of those records are claimed, so
-registering them never changes how a model without a Release is sampled. The exception is
+registering them never changes how a model without a Release is sampled. The exceptions are
 :class:`~pymc_dp.step_methods.ffbs.FFBS`, which claims only variables of pymc_dp's own
-:class:`~pymc_dp.distributions.MarkovChain` distribution (forward filtering, backward sampling).
+:class:`~pymc_dp.distributions.MarkovChain` distribution (forward filtering, backward sampling),
+and :class:`~pymc_dp.step_methods.noisy_size.NoisySizeGibbs`, which claims only the ``size``
+variable that :meth:`pymc_dp.releases.NoisySizeRelease.model` marks (the latent number of
+records).
 
 ``import pymc_dp`` also installs the :class:`~pymc_dp.step_methods.interweave.Interweave` hook:
 PyMC has no registry for an extra move over variables that other steps own, so the move is
