@@ -218,6 +218,40 @@ def _draw_emissions(alpha, offsets, a0, rng):
     return phi
 
 
+def _gibbs_inputs(stats, offsets, z0, prior, truncation):
+    """Validated inputs of :func:`tempered_hmm_gibbs` (``ValueError`` naming the argument)."""
+    stats = np.array(stats, dtype=np.float64, order="C")
+    offsets = np.asarray(offsets)
+    z = np.array(z0, order="C")
+    if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or offsets.size < 2:
+        raise ValueError("offsets must be a 1-D integer array (F + 1,) starting at 0")
+    offsets = offsets.astype(np.int64)
+    sizes = np.diff(offsets)
+    if offsets[0] != 0 or np.any(sizes < 2):
+        raise ValueError("offsets must start at 0 and give every feature at least 2 values")
+    if stats.ndim != 3 or stats.shape[2] != offsets[-1]:
+        raise ValueError(f"stats must have shape (R, T, offsets[-1] = {offsets[-1]})")
+    if not (np.all(np.isfinite(stats)) and np.all(stats >= 0)):
+        raise ValueError("stats must be finite and >= 0 (the true counts)")
+    try:
+        init, trans, emission = (np.array(p, dtype=np.float64, order="C") for p in prior)
+    except (TypeError, ValueError):
+        raise ValueError("prior must be (init (K,), transition (K, K), emission (C,))") from None
+    k = init.shape[0] if init.ndim == 1 else 0
+    if not (k >= 1 and trans.shape == (k, k) and emission.shape == (stats.shape[2],)):
+        raise ValueError("prior must be (init (K,), transition (K, K), emission (C,))")
+    if not all(np.all(np.isfinite(p)) and np.all(p > 0) for p in (init, trans, emission)):
+        raise ValueError("prior: every concentration must be finite and > 0")
+    if z.ndim != 3 or z.shape[1:] != stats.shape[:2] or z.dtype.kind not in "iu":
+        raise ValueError(f"z0 must be integer states of shape (B, R, T) = (B, {stats.shape[:2]})")
+    if z.size == 0 or not np.all((z >= 0) & (z < k)):
+        raise ValueError(f"z0 must hold at least one chain of states in 0..{k - 1}")
+    a0 = np.asarray(truncation, dtype=np.float64)
+    if a0.shape != sizes.shape or not np.all(np.isfinite(a0) & (a0 > 0) & (a0 * sizes < 1)):
+        raise ValueError("truncation must give one a0_f per feature with 0 < a0_f < 1/V_f")
+    return stats, offsets, z.astype(np.int64), (init, trans, emission), a0
+
+
 def tempered_hmm_gibbs(stats, offsets, z0, prior, truncation, temperature, schedule, rng):
     """Gibbs sweeps of the tempered, truncated HMM posterior, for ``B`` chains at once.
 
@@ -256,13 +290,16 @@ def tempered_hmm_gibbs(stats, offsets, z0, prior, truncation, temperature, sched
     >>> z.shape, phi.shape, bool(np.all(phi >= 0.05))
     ((1, 3, 1, 4), (1, 3, 2, 2), True)
     """
-    stats = np.ascontiguousarray(stats, dtype=np.float64)
-    offsets = np.asarray(offsets, dtype=np.int64)
-    z = np.array(z0, dtype=np.int64, copy=True, order="C")
-    init, trans, emission = (np.ascontiguousarray(p, dtype=np.float64) for p in prior)
+    stats, offsets, z, (init, trans, emission), truncation = _gibbs_inputs(
+        stats, offsets, z0, prior, truncation
+    )
+    temperature = as_positive_finite("temperature", temperature)
+    if not (isinstance(schedule, tuple | list) and len(schedule) == 2):
+        raise ValueError(f"schedule must be a pair (tune, draws), got {schedule!r}")
+    tune = _as_int_bound("schedule[0] (tune)", schedule[0], 0)
+    draws = _as_int_bound("schedule[1] (draws)", schedule[1], 1)
     k, (n_chains, n_regions, n_steps) = init.shape[0], z.shape
-    tune, draws = (int(s) for s in schedule)
-    flat = stats.reshape(n_regions * n_steps, -1) / float(temperature)  # tempered statistics
+    flat = stats.reshape(n_regions * n_steps, -1) / temperature  # tempered statistics
     out_z = np.empty((draws, *z.shape), dtype=np.int64)
     out_phi = np.empty((draws, n_chains, k, flat.shape[1]))
     eye = np.eye(k)

@@ -279,3 +279,38 @@ def test_arguments_are_validated(kwargs, err, name):
 def test_tv_distance_is_validated(tv):
     with pytest.raises(ValueError, match="tv_distance"):
         mcmc_sample_guarantee(1.0, tv)
+
+
+def _gibbs_args():
+    stats = np.ones((1, 3, 2))
+    prior = (np.ones(2), np.ones((2, 2)), np.ones(2))
+    return [stats, [0, 2], np.zeros((2, 1, 3), int), prior, [0.05], 2.0, (0, 1), None]
+
+
+@pytest.mark.parametrize(
+    ("index", "value", "name"),
+    [
+        (0, -np.ones((1, 3, 2)), "stats"),
+        (0, np.full((1, 3, 2), np.nan), "stats"),
+        (0, np.ones((1, 3, 3)), "stats"),
+        (1, [0, 1, 2], "offsets"),
+        (1, [0.0, 2.0], "offsets"),
+        (2, np.full((2, 1, 3), 2), "z0"),
+        (2, np.zeros((2, 3)), "z0"),
+        (3, (np.ones(2), np.ones((3, 3)), np.ones(2)), "prior"),
+        (3, (np.ones(2), np.ones((2, 2)), np.zeros(2)), "prior"),
+        (4, [0.5], "truncation"),
+        (4, [0.0], "truncation"),
+        (5, float("nan"), "temperature"),
+        (5, 0.0, "temperature"),
+        (6, (0, 0), "draws"),
+        (6, (-1, 1), "tune"),
+        (6, 3, "schedule"),
+    ],
+)
+def test_gibbs_arguments_are_validated(index, value, name):
+    args = _gibbs_args()
+    args[index] = value
+    args[-1] = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=name):
+        tempered_hmm_gibbs(*args)
