@@ -31,7 +31,7 @@ Examples
 >>> truth = mmsb.simulate(8, 2, rng=np.random.default_rng(0))
 >>> noisy, mech = mmsb.privatize(truth["counts"], 1.0, rng=np.random.default_rng(1))
 >>> model = mmsb.build_model(noisy, 2, how="augmented", mechanism=mech)
->>> sorted(v.name for v in model.free_RVs), model["y_true"].type.shape
+>>> sorted(v.name for v in model.free_RVs), model.initial_point()["y_true"].shape
 (['pi', 'theta', 'y_true'], (56,))
 """
 
@@ -72,7 +72,7 @@ HOWS = ("nonprivate", "naive", "augmented", "marginal")
 # Block-structured truth of simulate(): in-community memberships Gamma(shape 4, mean 1),
 # within-community interaction Gamma(shape 4, mean 4), sparse additions elsewhere.
 _IN_SHAPE, _IN_MEAN = 4.0, 1.0
-_PI_SHAPE, _PI_MEAN = 4.0, 4.0
+_PI_SHAPE, _PI_MEAN = 4.0, 10.0
 _SPARSE_PROB, _SPARSE_MEAN = 0.1, 0.3  # off-community membership additions
 _PI_SPARSE_PROB, _PI_SPARSE_MEAN = 0.2, 0.5  # between-community interaction additions
 _SCHEIN_SHAPE, _SCHEIN_RATE = 0.01, 0.5  # the paper's stated truth (block=False)
@@ -143,8 +143,8 @@ def simulate(n_actors, n_communities, *, rng=None, block=True) -> dict:
         ``True``: actors cut into ``C`` contiguous communities (actor ``i`` in ``i C // V``);
         membership in its own community ``Gamma(shape 4, mean 1)``, elsewhere 0 except with
         probability 0.1 an ``Exponential(mean 0.3)`` addition; ``pi`` has
-        ``Gamma(shape 4, mean 4)`` on the diagonal and, with probability 0.2, an
-        ``Exponential(mean 0.5)`` off it. In-block rates have mean about 4, the rest are
+        ``Gamma(shape 4, mean 10)`` on the diagonal and, with probability 0.2, an
+        ``Exponential(mean 0.5)`` off it. In-block rates have mean about 10, the rest are
         sparse. ``False``: Schein et al.'s stated truth, every entry ``Gamma(0.01, rate
         0.5)``, which gives an almost empty matrix (errata in ``docs/theory.md``).
 
@@ -302,7 +302,7 @@ def build_model(
     >>> import numpy as np
     >>> z = np.array([[0, 2, -1], [4, 0, 0], [1, 3, 0]])
     >>> m = build_model(z, 2, how="naive", mask=[[0, 0, 1], [0, 0, 0], [0, 0, 0]])
-    >>> m["y"].type.shape, m["theta"].type.shape
+    >>> m.rvs_to_values[m["y"]].data.shape, m["theta"].type.shape
     ((5,), (3, 2))
     >>> build_model(z, 2, how="nonprivate")
     Traceback (most recent call last):
@@ -364,7 +364,8 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     Parameters
     ----------
     model : pymc.Model
-        Built by :func:`build_model`.
+        Built by :func:`build_model`; pass it by keyword (``MMSBGibbs(model=m)``) or build the
+        step inside ``with m:`` (PyMC's ``BlockedStep.__new__`` reads the model from there).
     n_scans : int, default 1
         Whole scans per ``pm.sample`` iteration.
     rng : seed or Generator, optional
@@ -374,7 +375,7 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     --------
     >>> import numpy as np
     >>> m = build_model(np.array([[0, 2, 1], [0, 0, 3], [1, 0, 0]]), 1, how="nonprivate")
-    >>> step = MMSBGibbs(m)
+    >>> step = MMSBGibbs(model=m)
     >>> sorted(v.name for v in step.vars)
     ['pi_log__', 'theta_log__']
     """
@@ -412,15 +413,14 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
         lt = np.asarray(point[self._names[0]], dtype=np.float64)
         lp = np.asarray(point[self._names[1]], dtype=np.float64)
         y = s.data
-        for _ in range(self.n_scans):
-            if s.alpha is not None:
-                th = np.exp(lt)
-                mu = np.einsum("ec,cd,ed->e", th[s.rows], np.exp(lp), th[s.cols])
-                y = draw_true_counts(s.data, mu, s.alpha, self.rng)
-            lt, lp = mmsb_scan(
-                y, s.rows, s.cols, lt, lp, s.prior_shape, s.prior_rate, s.prior_shape,
-                s.prior_rate, self.rng,
-            )  # fmt: skip
+        prior = (s.prior_shape, s.prior_rate, s.prior_shape, s.prior_rate)
+        if s.alpha is None:  # the counts are data: the scans in one call
+            lt, lp = mmsb_scan(y, s.rows, s.cols, lt, lp, *prior, self.rng, n_scans=self.n_scans)
+        for _ in range(self.n_scans if s.alpha is not None else 0):
+            th = np.exp(lt)
+            mu = np.einsum("ec,cd,ed->e", th[s.rows], np.exp(lp), th[s.cols])
+            y = draw_true_counts(s.data, mu, s.alpha, self.rng)
+            lt, lp = mmsb_scan(y, s.rows, s.cols, lt, lp, *prior, self.rng)
         new[self._names[0]], new[self._names[1]] = lt, lp
         if s.alpha is not None:
             new["y_true"] = y.astype(np.asarray(point["y_true"]).dtype, copy=False)
@@ -465,7 +465,7 @@ def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, 
     sample_kwargs.setdefault("progressbar", False)
     if spec.how != "marginal" and "step" not in sample_kwargs:
         with model:
-            sample_kwargs["step"] = [MMSBGibbs(model, n_scans=n_scans)]
+            sample_kwargs["step"] = [MMSBGibbs(model=model, n_scans=n_scans)]
     return pm.sample(
         draws=draws, tune=tune, chains=chains, random_seed=random_seed, model=model,
         **sample_kwargs,
