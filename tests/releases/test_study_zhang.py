@@ -1,4 +1,6 @@
-"""The Zhang et al. Fig. 1 study at a tiny size: it runs, writes its outputs, shows the trend.
+"""The Zhang et al. Fig. 1 study at a tiny size (one setting, 30 paired repeats at two budgets,
+no noise-aware fit):
+it runs, writes its outputs, shows the trend.
 
 Trend (Zhang et al. Fig. 1): the private classifiers' accuracy rises with epsilon. Check: the
 difference of mean accuracies between epsilon = 10 and epsilon = 0.1 (30 independent repeats each)
@@ -32,31 +34,34 @@ def _study():
 
 
 def _trend_z(table, method) -> float:
-    (lo, se_lo, _), (hi, se_hi, _) = table[0.1][method], table[10.0][method]
+    (lo, se_lo, _), (hi, se_hi, _) = table["fixed"][0.1][method], table["fixed"][10.0][method]
     return (hi - lo) / math.hypot(se_lo, se_hi)
 
 
 def test_study_tiny_shows_the_trend(tmp_path):
     mod = _study()
     out, fig = tmp_path / "t.md", tmp_path / "f.png"
-    table = mod.main(
-        ["--repeats", "30", "--na-repeats", "0", "--epsilons", "0.1", "10",
+    table, diffs = mod.main(
+        ["--repeats", "30", "--skip-noise-aware", "--epsilons", "0.1", "10", "--settings", "fixed",
          "--out", str(out), "--fig", str(fig)]
     )  # fmt: skip
     text = out.read_text()
     assert "| 0.1 |" in text and "| 10 |" in text and fig.stat().st_size > 0
-    assert all(0.0 <= v[0] <= 1.0 for row in table.values() for v in row.values())
+    rows = table["fixed"].values()
+    assert all(0.0 <= v[0] <= 1.0 for row in rows for v in row.values())
+    assert all(v[2] == 30 for row in rows for v in row.values())  # paired: same repeats
+    assert set(diffs["fixed"][10.0]) == set(mod.METHODS[2:-1])  # noise-aware skipped
     assert _trend_z(table, "Laplace (Alg. 1)") > Z
     assert _trend_z(table, "sampler") > Z
     assert not _trend_z(table, "non-private") > Z  # negative control: no trend
 
 
-@pytest.mark.slow  # 20 s cold; the model's exactness is tested in test_bn_noise_aware.py
-def test_noise_aware_fit_smoke():
-    """One noise-aware fit (tiny chains) returns an accuracy; the sampler spends epsilon."""
+@pytest.mark.slow  # the model's exactness is tested in test_bn_noise_aware.py
+def test_one_repeat_and_sampler_budget():
+    """One repeat returns every method's accuracy; the sampler spends epsilon."""
     mod = _study()
-    acc = mod.one_repeat(10.0, np.random.default_rng(3), noise_aware=(50, 50, 1))
-    assert set(acc) == set(mod.METHODS) and all(0.0 <= a <= 1.0 for a in acc.values())
+    acc = mod.one_repeat(10.0, np.random.default_rng(3))
+    assert set(mod.METHODS) <= set(acc) and all(0.0 <= a <= 1.0 for a in acc.values())
     from pymc_dp.releases.bayes_net import bayes_net_count_tables
 
     tables = bayes_net_count_tables(mod.synthesize(np.random.default_rng(0))[:50],
@@ -66,3 +71,54 @@ def test_noise_aware_fit_smoke():
         p0 = 1.0 / (1.0 + math.exp(eps / 34.0))
         assert eps * (1 - 1e-12) <= spent <= eps  # temperature 1 up to rounding
         assert np.all((q >= p0) & (q <= 1 - p0)) and p0 <= py[0, 1] <= 1 - p0
+
+
+def test_noise_aware_predictive_is_exact_against_enumeration(monkeypatch):
+    """The study's exact noise-aware predictive (a mixture over class counts) equals the
+    brute-force one: all 8^3 datasets of three records with two features, each weighted by its
+    prior predictive probability times the Laplace likelihood of the release, averaging the
+    conjugate predictive. Exact (no statistics): agreement to 1e-12. Negative control: the
+    plug-in predictive of the same release differs by more than 0.01."""
+    import itertools
+
+    from scipy import special
+
+    from pymc_dp.mechanisms.laplace import Laplace
+    from pymc_dp.releases.bayes_net import bayes_net_count_tables, release_bayes_net_counts
+
+    mod = _study()
+    monkeypatch.setattr(mod, "D", 2)
+    net, n = mod.naive_bayes_network(2), 3
+    train = np.array([[0, 1, 0], [1, 1, 1], [1, 0, 1]])
+    rel = release_bayes_net_counts(train, net, mechanism=Laplace(scale=1.5, sensitivity=6.0),
+                                   rng=np.random.default_rng(2), allow_float=True)  # fmt: skip
+    py, q, w = mod.noise_aware_cpts(rel)
+    cells = list(itertools.product((0, 1), repeat=3))  # (y, x0, x1)
+
+    def predictive(tabs):
+        out = np.empty(8)
+        for k, (y, x0, x1) in enumerate(cells):
+            p = (1 + tabs["y"][y]) / (2 + n)
+            for i, xv in enumerate((x0, x1)):
+                m1 = (1 + tabs[f"x{i}"][y, 1]) / (2 + tabs[f"x{i}"][y].sum())
+                p *= m1 if xv else 1 - m1
+            out[k] = p
+        return out
+
+    ref, total = np.zeros(8), 0.0
+    for ds in itertools.product(cells, repeat=n):
+        t = bayes_net_count_tables(np.array(ds), net)
+        log_w = special.betaln(1 + t["y"][1], 1 + t["y"][0])
+        log_w += sum(special.betaln(1 + t[f"x{i}"][j, 1], 1 + t[f"x{i}"][j, 0])
+                     for i in range(2) for j in range(2))  # fmt: skip
+        log_w += sum(rel.mechanism.logpdf(np.asarray(rel.tables[v], float) - t[v]).sum()
+                     for v in t)  # fmt: skip
+        total += math.exp(log_w)
+        ref += math.exp(log_w) * predictive(t)
+    ref /= total
+    got = np.array([w @ (py[:, y] * np.prod(np.where(np.array([x0, x1]) == 1, q[:, :, y],
+                                                      1 - q[:, :, y]), axis=1))
+                    for y, x0, x1 in cells])  # fmt: skip
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
+    plug = predictive(rel.projected())  # the plug-in: clipped noisy counts taken as true
+    assert np.abs(plug - ref).max() > 0.01  # negative control
