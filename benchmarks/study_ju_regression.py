@@ -159,6 +159,10 @@ def plot(res: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     for j, ax in enumerate(axes[:3]):
         ax.boxplot([np.array(r["post_mean_beta"])[:, j] for r in rows], widths=0.5)
+        centre = [np.mean(np.array(r["post_mean_beta"])[:, j]) for r in rows]
+        spread = [r["within_chain_sd"][j] for r in rows]
+        pos = np.arange(1, len(eps) + 1) + 0.3
+        ax.errorbar(pos, centre, yerr=spread, fmt="none", color="C3", label="± posterior sd")
         ax.axhline(BETA[j], color="k", ls="--", label="truth")
         ax.axhline(res["nonprivate_mean"][j], color="g", ls=":", label="non-private posterior")
         ax.set_xticks(np.arange(1, len(eps) + 1), [str(e) for e in eps])
