@@ -11,9 +11,9 @@ integer ``size`` observed through two releases: ``Ñ = N + η_N`` and ``S̃ = S 
 
 with ``π`` the prior of ``N`` (given its parameters). This step draws ``N`` from it exactly, by
 inversion over a window ``[lo, hi]`` of ``N`` values around ``Ñ`` (``lo = max(0, ⌊Ñ⌋ - W)``,
-``hi = max(⌈Ñ⌉, 0) + W``) whose neglected mass is bounded and checked at every draw:
-``π(N) <= 1`` and ``L_S(N) <= C = max_t η_S(t) = η_S(0)`` (the noise laws are symmetric and
-non-increasing in ``|t|``), so beyond ``hi``
+``hi = max(⌈Ñ⌉, 0) + W``; :mod:`pymc_dp.kernels.window_draw`) whose neglected mass is
+bounded and checked at every draw: ``π(N) <= 1`` and ``L_S(N) <= C = max_t η_S(t) = η_S(0)``
+(the noise laws are symmetric and non-increasing in ``|t|``), so beyond ``hi``
 
 .. math::
 
@@ -36,7 +36,7 @@ Sampler statistic: ``size_window``, the number of ``N`` values the draw enumerat
 
 from __future__ import annotations
 
-import math
+import functools
 from typing import ClassVar
 
 import numpy as np
@@ -50,13 +50,12 @@ from pytensor.graph.traversal import graph_inputs
 
 from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.distributions.marginals import get_marginal
+from pymc_dp.kernels.window_draw import draw_in_window
 
 __all__ = ["NoisySizeGibbs"]
 
 #: tag attribute set by NoisySizeRelease.model on the size variable: (noisy size, statistic)
 TAG = "pymc_dp_noisy_size"
-#: relative bound on the neglected conditional mass
-_TAIL = math.log(1e-12)
 _W0 = 32
 _MAX_WINDOW = 2**22
 #: noise laws symmetric and non-increasing in |t|, with tails (the window's bound needs both)
@@ -161,29 +160,19 @@ class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
         """One exact draw of ``N`` from its full conditional."""
         args = [point[v.name] for v in self._inputs]
         _, n_tilde = self._fn(*args, np.zeros(1, np.int64))
-        n_tilde = float(n_tilde)
-        while True:
-            lo = max(0, math.floor(n_tilde) - self._w)
-            hi = max(math.ceil(n_tilde), 0) + self._w
-            ns = np.arange(lo, hi + 1, dtype=np.int64)
-            logw, _ = self._fn(*args, ns)
-            top = float(np.max(logw))
-            if np.isfinite(top):
-                kept = top + math.log(float(np.sum(np.exp(logw - top))))
-                if self._tail_bound(n_tilde, lo, hi) - kept <= _TAIL:
-                    break
-            if ns.size > _MAX_WINDOW:
-                raise RuntimeError(
-                    "NoisySizeGibbs: the conditional of the size has no window of up to 2**22 "
-                    "values holding all but 1e-12 of its mass (prior and releases far apart?)"
-                )
-            self._w *= 2
-        cdf = np.cumsum(np.exp(logw - top))
-        k = int(np.searchsorted(cdf, self.rng.random() * cdf[-1], side="right"))
+        out = draw_in_window(
+            lambda ns: self._fn(*args, ns)[0],
+            float(n_tilde),
+            functools.partial(self._tail_bound, float(n_tilde)),
+            self.rng,
+            half_width=self._w,
+            max_window=_MAX_WINDOW,
+        )
+        self._w = out.half_width
         new_point = dict(point)
         old = point[self.vars[0].name]
-        new_point[self.vars[0].name] = np.asarray(ns[min(k, ns.size - 1)], dtype=old.dtype)
-        return new_point, [{"size_window": np.int64(ns.size)}]
+        new_point[self.vars[0].name] = np.asarray(out.value, dtype=old.dtype)
+        return new_point, [{"size_window": np.int64(out.window)}]
 
     @staticmethod
     def competence(var, has_grad=None):
