@@ -12,7 +12,7 @@ This study (``pymc_dp.examples.mmsb``):
 
 * truth: :func:`~pymc_dp.examples.mmsb.simulate` with ``block=True`` (contiguous communities
   with sparse additions; the paper's ``Gamma(0.01, 0.5)`` truth gives an almost empty matrix,
-  ``ERRATA.md``); no self-loops;
+  errata in ``docs/theory.md``); no self-loops;
 * fits: ``nonprivate`` (true counts), ``naive`` (release clipped at 0) and ``aware``
   (``how="augmented"``: true counts latent), all by the exact all-Gibbs step
   :class:`~pymc_dp.examples.mmsb.MMSBGibbs` under ``pm.sample``, prior ``Gamma(0.1, 1)``;
@@ -323,7 +323,7 @@ def report(results: list[dict], config: Config, seconds: float) -> str:
         "Gamma(shape 4, mean 1) in the own community, sparse Exponential(mean 0.3) additions "
         "(probability 0.1) elsewhere; pi with Gamma(shape 4, mean 10) on the diagonal and sparse "
         "Exponential(mean 0.5) additions (probability 0.2) off it. The paper's Gamma(0.01, 0.5) "
-        "truth gives an almost empty matrix (ERRATA.md), so this block-structured truth "
+        "truth gives an almost empty matrix (docs/theory.md errata), so this block-structured truth "
         "replaces it. Data generated here (the paper's synthetic data is not published).",
         "- Release: `mmsb.privatize`: two-sided geometric noise on every off-diagonal count, "
         "alpha = exp(-epsilon / N), N the mean true off-diagonal count, epsilon in "
