@@ -2,7 +2,7 @@
 
 Fig. 3 of the paper: a document-by-term count matrix (Enron emails, D = V = 10,000, K = 50)
 released with two-sided geometric noise at ``epsilon / N in {3, 2, 1}`` (``alpha =
-exp(-epsilon / N)``, ``ERRATA.md``), fitted by Poisson factorization ``y_dv ~
+exp(-epsilon / N)``, errata in ``docs/theory.md``), fitted by Poisson factorization ``y_dv ~
 Poisson(sum_k theta_dk phi_kv)``, ``Gamma(0.1, 1)`` priors, three ways: non-private (true
 counts), naive (release clipped at 0) and noise-aware. Metrics: MAE of the posterior-mean
 rates against the true counts; NPMI (Lau et al. 2014) and coherence (Mimno et al. 2011) of
