@@ -74,8 +74,8 @@ __all__ = [
 ]
 
 #: largest ``N`` per row: the work is ``O(V N^2)`` per row and the workspace ``4 V (N + 1)``
-#: floats, so larger rows are refused (``-inf`` is never returned silently for them: the
-#: numpy entry point raises, the Op's row is NaN-free ``-inf`` only below this bound)
+#: floats, so larger rows are refused (:func:`multinomial_noise_numpy` and
+#: ``HMMCountsRelease.model`` raise ``ValueError``; the Op gives NaN for such a row)
 MAX_TRIALS = 100_000
 # bump for a change of the compiled code that the source hash cannot see
 _VERSION = 1
