@@ -373,7 +373,7 @@ def plot(table, diffs, path: Path) -> None:
         ax.set_xlabel("privacy budget epsilon (log scale)")
         ax.set_ylabel("paired difference vs Laplace (Alg. 1)")
         ax.set_title("bars: 2 s.e.; grey ring: |difference| < 2 s.e. (not resolved)", fontsize=9)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="lower left", fontsize=8)
     fig.suptitle("Bayesian naive Bayes, 16 features, 50 training examples (Zhang et al. Fig. 1)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
