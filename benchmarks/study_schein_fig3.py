@@ -70,7 +70,7 @@ class Config:
     true_topics: int = 8
     n_topics: int = 8
     levels: tuple = (3.0, 2.0, 1.0)  # epsilon / N
-    repeats: int = 3
+    repeats: int = 5
     tune: int = 100
     draws: int = 100
     n_scans: int = 5
