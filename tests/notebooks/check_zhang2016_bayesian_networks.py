@@ -1,5 +1,8 @@
 """Headline check of notebooks/zhang2016_bayesian_networks.md (tests/test_notebooks.py).
 
+The Fourier checks are exact; the Fig. 2 checks are t tests over paired repeats at a
+two-sided rate of 1e-6.
+
 Each statistical assertion has a false-alarm rate of about 1e-6 (see tests/test_notebooks.py):
 4.89 standard errors (MCMC central limit theorem with ArviZ's MCSE, or the central limit theorem
 for a mean over independent repeats), or the exact binomial band. Each has a negative control
@@ -9,6 +12,7 @@ that the same check rejects.
 import math
 
 from nbrun import binomial_band, within
+from scipy import stats
 
 __all__ = ["check"]
 
@@ -41,6 +45,31 @@ def _check_private_map(h: dict) -> None:
     assert not lo <= h["map_freq_top"] <= hi  # negative control: twice too sharp
 
 
+def _check_fourier(h: dict) -> None:
+    """Alg. 2: exact sensitivity 2d = 32 (Corollary 2's |N_I| = 34 bounds it), the guarantee
+    from the mechanism, and consistent tables (exact: gap 0 up to rounding); the same check on
+    Alg. 1's independently noised tables finds them inconsistent (negative control)."""
+    assert h["fourier_epsilon"] == 1.0
+    assert h["fourier_sensitivity"] == 32.0
+    assert h["fourier_gap"] < 1e-9
+    assert not h["alg1_gap"] < 1e-9  # negative control
+
+
+def _check_fig2(h: dict) -> None:
+    """Fig. 2: the sampler's excess MSE grows once the ball binds (b = 100 against b = 1, paired
+    over repeats; t test with repeats - 1 degrees of freedom at two-sided rate 1e-6). Negative
+    control: between b = 1 and b = 5 (the ball does not bind) the same test finds no change.
+    Epsilon of one draw falls with b (exact formula (1 + 10/sqrt(b))^2 / sigma^2)."""
+    crit = stats.t.isf(5e-7, h["reg_repeats"] - 1)
+    mean, se = h["reg_trend"]
+    assert mean > crit * se
+    mean, se = h["reg_control"]
+    assert not abs(mean) > crit * se  # negative control: no trend where the ball is slack
+    for b, eps in zip(h["reg_b"], h["reg_epsilon"], strict=True):
+        assert math.isclose(eps, (1 + 10 / math.sqrt(b)) ** 2 / 0.3**2, rel_tol=1e-9)
+    assert h["reg_epsilon"][0] > h["reg_epsilon"][-1]
+
+
 def check(h: dict) -> None:
     """Privacy costs from the accounting, the exact-posterior check, Fig. 1 and Alg. 3."""
     assert h["epsilon_spent_small"] == h["eps_small"] == 0.5
@@ -50,3 +79,5 @@ def check(h: dict) -> None:
     _check_exact_posterior(h)
     _check_fig1(h)
     _check_private_map(h)
+    _check_fourier(h)
+    _check_fig2(h)
