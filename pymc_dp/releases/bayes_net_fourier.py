@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_dp._validation import as_bool, as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases.bayes_net import DiscreteBayesNet, bayes_net_count_tables
@@ -307,6 +308,7 @@ class BayesNetFourierRelease:
 
         ``normalized=True`` gives Zhang et al.'s ``z_gamma`` (times ``2^{-|I|/2}``).
         """
+        normalized = as_bool("normalized", normalized)
         out = np.empty(len(self.closure), dtype=np.float64)
         out[0] = self.n + self.shift
         out[1:] = self.n - 2.0 * np.asarray(self.parity_counts, dtype=np.float64)
@@ -361,9 +363,7 @@ class BayesNetFourierRelease:
         >>> np.round(rel.plugin_posterior(0.5)["b"], 6).tolist()
         [[0.5, 2.5], [1.5, 0.5]]
         """
-        a = float(prior) if isinstance(prior, int | float) and not isinstance(prior, bool) else None
-        if a is None or not (math.isfinite(a) and a > 0):
-            raise ValueError(f"prior must be one finite number > 0, got {prior!r}")
+        a = as_positive_finite("prior", prior)
         return {v: a + t for v, t in self.projected().items()}
 
 
@@ -405,7 +405,10 @@ def release_bayes_net_fourier(
     ------
     ValueError
         A non-binary network, invalid data, a mechanism below the sensitivity, a float
-        mechanism without ``allow_float``, or an invalid ``shift_t``.
+        mechanism without ``allow_float``, or a ``shift_t`` that is not finite and ``> 0``.
+    TypeError
+        A ``network`` that is not a :class:`~pymc_dp.releases.DiscreteBayesNet`, or a
+        ``shift_t`` that is not a real number.
 
     Examples
     --------
@@ -420,9 +423,7 @@ def release_bayes_net_fourier(
     """
     net = _binary(network)
     if shift_t is not None:
-        ok = isinstance(shift_t, int | float) and not isinstance(shift_t, bool)
-        if not (ok and math.isfinite(shift_t) and shift_t > 0):
-            raise ValueError(f"shift_t must be None or a finite number > 0, got {shift_t!r}")
+        shift_t = as_positive_finite("shift_t", shift_t)
     tables = bayes_net_count_tables(data, net)
     masks = _closure_masks(net)
     coef = _coefficients_from_tables(tables, net, masks)

@@ -237,6 +237,11 @@ def test_plugin_and_projection():
         rel.plugin_posterior(-1.0)
     with pytest.raises(ValueError, match="prior"):
         rel.plugin_posterior(float("nan"))
+    with pytest.raises(TypeError, match="prior"):
+        rel.plugin_posterior({"x": 1.0})
+    with pytest.raises(TypeError, match="normalized"):
+        rel.coefficients(normalized=1)
+    np.testing.assert_array_equal(rel.plugin_posterior(np.int64(2))["y"], 2 + proj["y"])
 
 
 @pytest.mark.parametrize(
@@ -246,7 +251,9 @@ def test_plugin_and_projection():
         ({"network": "net"}, TypeError, "network"),
         ({"shift_t": 0.0}, ValueError, "shift_t"),
         ({"shift_t": float("nan")}, ValueError, "shift_t"),
-        ({"shift_t": True}, ValueError, "shift_t"),
+        ({"shift_t": True}, TypeError, "shift_t"),
+        ({"shift_t": "1"}, TypeError, "shift_t"),
+        ({"shift_t": -1.0}, ValueError, "shift_t"),
         ({"mechanism": pmdp.Geometric(epsilon=1.0, sensitivity=1)}, ValueError, "sensitivity"),
         ({"mechanism": functools.partial(pmdp.Laplace, epsilon=1.0)}, ValueError, "allow_float"),
         ({"data": [[0, 2]]}, ValueError, "data"),
@@ -271,3 +278,32 @@ def test_shift_needs_pure_epsilon():
             [[0, 1]], NETS["edge"], mechanism=functools.partial(pmdp.Gaussian, rho=0.5),
             rng=np.random.default_rng(0), shift_t=1.0, allow_float=True,
         )  # fmt: skip
+
+
+def test_exact_release_from_the_secure_source_passes_the_support_and_loss_test():
+    """Draws of the default (exact geometric, secure source) release under two neighbours: every
+    release is an integer, and the Clopper-Pearson lower bound on the privacy loss of the
+    neighbours' tail event (false-alarm rate 1e-6, ``pymc_dp.testing``) is at most epsilon.
+    Negative control: the same check on a release with half the noise (2 epsilon) finds a loss
+    above epsilon."""
+    from pymc_dp.testing import empirical_epsilon_lower_bound, neighbour_tail_event
+
+    net, eps, n_draws = NETS["edge"], 1.0, 10_000
+    d0 = np.array([[0, 1], [1, 1], [1, 0]])
+    d1 = np.array([[0, 1], [1, 1], [0, 0]])  # changes two parity counts: the sensitivity
+    t0, t1 = _parity_counts(d0, net), _parity_counts(d1, net)
+    assert int(np.abs(t0 - t1).sum()) == fourier_sensitivity(net)[0]
+
+    def draws(data, mech):
+        calls = [release_bayes_net_fourier(data, net, mechanism=mech) for _ in range(100)]
+        true = _parity_counts(data, net)
+        rest = calls[0].mechanism.release(np.tile(true, (n_draws - 100, 1)))
+        return np.concatenate([np.stack([c.parity_counts for c in calls]), rest])
+
+    def bound(mech):
+        z0, z1 = draws(d0, mech), draws(d1, mech)
+        assert z0.dtype.kind == "i" and z1.dtype.kind == "i"
+        return empirical_epsilon_lower_bound(z0, z1, neighbour_tail_event(t0, t1))
+
+    assert bound(functools.partial(pmdp.Geometric, epsilon=eps)) <= eps
+    assert bound(pmdp.Geometric(epsilon=2 * eps, sensitivity=2)) > eps  # negative control
