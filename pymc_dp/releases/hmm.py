@@ -496,8 +496,9 @@ class HMMCountsRelease:
         ------
         ValueError
             For invalid ``n_states`` or ``prior`` (the message names it); for a categorical
-            feature, when a step has more than
-            :data:`~pymc_dp.math.multinomial_noise.MAX_TRIALS` entries.
+            feature, when ``entries_per_step`` holds a negative or non-integer number or a
+            step has more than :data:`~pymc_dp.math.multinomial_noise.MAX_TRIALS` entries,
+            or when its released cells are NaN, infinite or (integer mechanism) fractional.
         NotImplementedError
             When a feature has more than two values and the mechanism's noise law is not one
             of the built-in families (Laplace, Gaussian, two-sided geometric, discrete
@@ -614,7 +615,13 @@ def _categorical_noise(release) -> tuple[int, tuple[float, ...]]:
             f"DiscreteGaussian); {type(mech).__name__} has its own numba_logpdf. Binarize the "
             "feature (one-vs-rest indicators) and release those, or use plugin_gibbs()"
         )
-    n_max = int(np.max(release.entries_per_step))
+    n = np.asarray(release.entries_per_step)
+    if not (n.dtype.kind in "iu" and np.all(n >= 0)):
+        raise ValueError(
+            "entries_per_step must hold non-negative integers (the public numbers of entries "
+            f"per step), got dtype {n.dtype} with minimum {n.min()!r}"
+        )
+    n_max = int(np.max(n))
     if n_max > MAX_TRIALS:
         raise ValueError(
             f"entries_per_step: a step has {n_max} entries, above {MAX_TRIALS}, the most the "

@@ -264,6 +264,9 @@ def test_refusals_name_the_cause():
     big = _release(np.zeros((1, 1, 3)), [[MAX_TRIALS + 1]], (3,), pmdp.Laplace(scale=2.0))
     with pytest.raises(ValueError, match="entries_per_step"):
         big.model(2)
+    neg = _release(np.zeros((1, 1, 3)), [[-1]], (3,), pmdp.Laplace(scale=2.0))
+    with pytest.raises(ValueError, match="entries_per_step"):
+        neg.model(2)
     # control: at the bound the model builds
     ok = _release(np.zeros((1, 1, 3)), [[MAX_TRIALS]], (3,), pmdp.Laplace(scale=2.0))
     assert isinstance(ok.model(2), pm.Model)
