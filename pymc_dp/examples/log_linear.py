@@ -75,8 +75,9 @@ __all__ = [
 
 special = lazy_module("scipy.special")
 
-#: the largest number of record sets :func:`enumerate_posterior_means` visits
-MAX_ENUMERATION = 2_000_000
+#: the largest enumeration :func:`enumerate_posterior_means` makes: multisets of records times
+#: joint cells (its count table, 8 bytes an entry: 160 MB at this size)
+MAX_ENUMERATION = 20_000_000
 
 
 def _records(y, x, n_classes: int, n_levels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -424,7 +425,7 @@ def enumerate_posterior_means(release, prior=2.0) -> dict[str, np.ndarray]:
     Raises
     ------
     ValueError
-        When the number of multisets exceeds :data:`MAX_ENUMERATION`.
+        When the multisets times the joint cells exceed :data:`MAX_ENUMERATION`.
 
     Examples
     --------
@@ -442,10 +443,11 @@ def enumerate_posterior_means(release, prior=2.0) -> dict[str, np.ndarray]:
     n_i, n_j, n_k, n = rel.n_classes, rel.n_levels, rel.n_features, rel.n
     n_cells = n_i * n_j**n_k
     size = math.comb(n + n_cells - 1, n)
-    if size > MAX_ENUMERATION:
+    if size * n_cells > MAX_ENUMERATION:
         raise ValueError(
-            f"the release has {size} multisets of records to enumerate, more than "
-            f"MAX_ENUMERATION = {MAX_ENUMERATION}: use fewer records, classes or features"
+            f"the release has {size} multisets of records over {n_cells} joint cells to "
+            f"enumerate, more than MAX_ENUMERATION = {MAX_ENUMERATION} entries: use fewer "
+            "records, classes, levels or features"
         )
     # joint cell c <-> (y, x_1..x_K), C order
     cell_y, *cell_x = np.unravel_index(np.arange(n_cells), (n_i,) + (n_j,) * n_k)
