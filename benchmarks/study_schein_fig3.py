@@ -259,6 +259,17 @@ def _table(out, config, metric) -> list[str]:
     return lines
 
 
+def _verdict(out, level, metric) -> int:
+    """+1 if the paired 95% t interval of aware − naive lies on the better side of 0, -1 on the
+    worse side, 0 if it holds 0."""
+    d = _arr(out, level, "aware", metric) - _arr(out, level, "naive", metric)
+    half = stats.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+    if abs(d.mean()) <= half:
+        return 0
+    better = d.mean() < 0 if metric == "mae" else d.mean() > 0
+    return 1 if better else -1
+
+
 def plot(out, config, path: Path = FIGURE) -> Path:
     """Three panels as the paper's Fig. 3 (MAE, NPMI, coherence against the privacy level),
     mean ± SE over repeats.
@@ -273,7 +284,7 @@ def plot(out, config, path: Path = FIGURE) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
     n = len(out["fits"])
     x = np.arange(len(config.levels))
     for ax, metric, better in zip(
@@ -285,8 +296,12 @@ def plot(out, config, path: Path = FIGURE) -> Path:
             se = [v.std(ddof=1) / np.sqrt(n) for v in vals]
             ax.errorbar(x + (k - 1) * 0.08, mean, yerr=se, marker="o", capsize=3, label=how)
         ax.set_xticks(x, [f"eps/N = {lv:g}" for lv in config.levels])
+        v = [_verdict(out, lv, metric) for lv in config.levels]
         ax.set_title(
-            f"{metric.upper() if metric != 'coherence' else 'coherence'} ({better} is better)"
+            f"{metric.upper() if metric != 'coherence' else 'coherence'} ({better} is better)\n"
+            f"aware vs naive, paired 95%, of {len(v)} levels:\n"
+            f"better at {v.count(1)}, worse at {v.count(-1)}, unresolved at {v.count(0)}",
+            fontsize=9,
         )
     axes[0].legend()
     fig.suptitle(
