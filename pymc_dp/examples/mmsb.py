@@ -45,6 +45,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 
@@ -364,8 +365,7 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     Parameters
     ----------
     model : pymc.Model
-        Built by :func:`build_model`; pass it by keyword (``MMSBGibbs(model=m)``) or build the
-        step inside ``with m:`` (PyMC's ``BlockedStep.__new__`` reads the model from there).
+        Built by :func:`build_model` (default: the model in context).
     n_scans : int, default 1
         Whole scans per ``pm.sample`` iteration.
     rng : seed or Generator, optional
@@ -375,7 +375,7 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     --------
     >>> import numpy as np
     >>> m = build_model(np.array([[0, 2, 1], [0, 0, 3], [1, 0, 0]]), 1, how="nonprivate")
-    >>> step = MMSBGibbs(model=m)
+    >>> step = MMSBGibbs(m)
     >>> sorted(v.name for v in step.vars)
     ['pi_log__', 'theta_log__']
     """
@@ -384,11 +384,19 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     default_blocked = True
     stats_dtypes_shapes: ClassVar[dict] = {}
 
-    def __init__(self, model, *, n_scans=1, rng=None, **kw):
+    def __new__(cls, model=None, **kwargs):
+        # PyMC's BlockedStep.__new__ reads the model from the keyword (or the context) and
+        # would take a positional argument for the variables
+        if model is not None and not isinstance(model, pm.Model):
+            raise ValueError(f"model must be a pymc.Model from build_model, got {model!r}")
+        return super().__new__(cls, model=model, **kwargs)
+
+    def __init__(self, model=None, *, n_scans=1, rng=None, **kw):
         kw.pop("initial_point", None)
         kw.pop("blocked", None)
         if kw:
             raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
+        model = modelcontext(model)
         spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
         if spec is None or spec.how == "marginal":
             raise ValueError(

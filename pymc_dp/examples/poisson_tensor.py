@@ -36,6 +36,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 import pymc as pm
+from pymc.model import modelcontext
 from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 
@@ -236,14 +237,14 @@ class CPGibbs(ForgetsInitialPoint, BlockedStep):
     Parameters
     ----------
     model : pymc.Model
-        From :func:`build_model`, by keyword (``CPGibbs(model=m)``) or inside ``with m:``.
+        From :func:`build_model` (default: the model in context).
     n_scans : int, default 1
     rng : seed or Generator, optional
 
     Examples
     --------
     >>> m = build_model(np.ones((2, 2, 2), int), 1, how="nonprivate")
-    >>> sorted(v.name for v in CPGibbs(model=m).vars)
+    >>> sorted(v.name for v in CPGibbs(m).vars)
     ['phi_log__', 'psi_log__', 'theta_log__']
     """
 
@@ -251,11 +252,19 @@ class CPGibbs(ForgetsInitialPoint, BlockedStep):
     default_blocked = True
     stats_dtypes_shapes: ClassVar[dict] = {}
 
-    def __init__(self, model, *, n_scans=1, rng=None, **kw):
+    def __new__(cls, model=None, **kwargs):
+        # PyMC's BlockedStep.__new__ reads the model from the keyword (or the context) and
+        # would take a positional argument for the variables
+        if model is not None and not isinstance(model, pm.Model):
+            raise ValueError(f"model must be a pymc.Model from build_model, got {model!r}")
+        return super().__new__(cls, model=model, **kwargs)
+
+    def __init__(self, model=None, *, n_scans=1, rng=None, **kw):
         kw.pop("initial_point", None)
         kw.pop("blocked", None)
         if kw:
             raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
+        model = modelcontext(model)
         spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
         if spec is None or spec.how == "marginal":
             raise ValueError(

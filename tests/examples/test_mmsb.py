@@ -211,6 +211,7 @@ def test_example_refuses_bad_arguments():
         (lambda: mmsb.top_actor_mask(y, 3), "n_top"),
         (lambda: mmsb.mae(np.ones((3, 3)), y, mask=np.zeros((3, 3))), "mask"),
         (_step_of_foreign_model, "model"),
+        (lambda: mmsb.MMSBGibbs("not a model"), "model"),
     ]
     for call, word in cases:
         with pytest.raises(ValueError, match=word):
