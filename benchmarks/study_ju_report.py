@@ -159,8 +159,8 @@ def table1_section(res) -> list[str]:
         f"(one chain, {res['draws']} draws after {res['tune']} tuning: fewer than PyMC's "
         "defaults, to fit the budget; CollapsedRecords draws are nearly independent). The "
         "release is the class counts with Laplace noise of scale 2 / epsilon (replace-one L1 "
-        "sensitivity 2), not the slides' K = 5 tables at scale 2K / epsilon: fitting the full "
-        "naive Bayes model 500 times would cost 40+ CPU-minutes here. The naive analysis "
+        "sensitivity 2), not the slides' K = 5 tables at scale 2K / epsilon (section 2b runs "
+        "those: about 30 minutes on the shared machine against 20 for this one). The naive analysis "
         "(Dirichlet(2 + max(z, 0))) is on the same releases. ± is the binomial s.e. "
         f"sqrt(c (1 - c) / {n}). Run time {res.get('seconds', float('nan')):.0f} s. Figure: "
         "`docs/figures/ju_table1.png`.",
