@@ -172,7 +172,7 @@ def plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = list(res["rows"])
+    keys = sorted(res["rows"], key=float)  # the run order may differ
     eps = np.array([float(e) for e in keys])
     n = res["replicates"]
     fig, axes = plt.subplots(1, NCLS, figsize=(14, 3), sharey=True)
