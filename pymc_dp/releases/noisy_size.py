@@ -58,6 +58,7 @@ from pytensor.tensor import TensorVariable
 from pymc_dp._validation import _as_real
 from pymc_dp.accounting import PrivacyGuarantee, compose
 from pymc_dp.distributions.privatized import Privatized
+from pymc_dp.distributions.release import announce_model
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases.sufficient import release_values
 from pymc_dp.step_methods.noisy_size import TAG as SIZE_TAG
@@ -253,6 +254,7 @@ class NoisySizeRelease:
             )
         # the mark by which pm.sample gives `size` its exact Gibbs step (NoisySizeGibbs)
         setattr(size.tag, SIZE_TAG, (noisy_size, noisy_statistic))
+        announce_model(model)  # so that step assignment finds it outside `with model:`
         return model
 
 

@@ -51,6 +51,7 @@ from pytensor.graph.traversal import graph_inputs
 from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.distributions.marginals import get_marginal
 from pymc_dp.kernels.window_draw import draw_in_window
+from pymc_dp.step_methods.claims import _readers, model_of
 
 __all__ = ["NoisySizeGibbs"]
 
@@ -62,12 +63,17 @@ _MAX_WINDOW = 2**22
 _FAMILIES = ("geometric", "discrete_gaussian", "laplace", "gaussian")
 
 
-def _claimable(rv) -> bool:
-    """Whether ``rv`` is a size marked by NoisySizeRelease.model with built-in noise laws."""
+def _claimable(rv, model=None) -> bool:
+    """Whether ``rv`` is a size marked by NoisySizeRelease.model with built-in noise laws, read
+    by no random variable or Potential of its model but its two releases (a term added to the
+    model after ``model()`` would be missing from the conditional this step draws from)."""
     releases = getattr(rv.tag, TAG, None)
-    return releases is not None and all(
+    if releases is None or not all(
         getattr(obs.owner.op.mechanism, "family", None) in _FAMILIES for obs in releases
-    )
+    ):
+        return False
+    model = model_of(rv) if model is None else model
+    return model is not None and set(_readers(rv, model)) <= set(releases)
 
 
 def _log_weights_graph(model, rv, ns):
@@ -123,11 +129,13 @@ class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
         model = modelcontext(model)
         self.vars = get_value_vars_from_user_vars(vars, model)
         rvs = [model.values_to_rvs[v] for v in self.vars]
-        if len(rvs) != 1 or not _claimable(rvs[0]):
+        if len(rvs) != 1 or not _claimable(rvs[0], model):
             raise ValueError(
                 "NoisySizeGibbs samples exactly one variable, the 'size' of a model built by "
                 "pymc_dp.releases.NoisySizeRelease.model() with Geometric, DiscreteGaussian, "
-                f"Laplace or Gaussian noise, got {[v.name for v in rvs]}"
+                "Laplace or Gaussian noise and read by nothing but its two releases (a term "
+                "added to the model that reads it needs PyMC's Metropolis step), got "
+                f"{[v.name for v in rvs]}"
             )
         self.blocked = True
         self.rng = get_random_generator(rng)

@@ -458,3 +458,24 @@ def test_gibbs_step_refuses_a_window_it_cannot_certify(monkeypatch):
     monkeypatch.undo()
     _, [stats_] = step.step(point)
     assert stats_["size_window"] > 64
+
+
+def test_gibbs_step_not_assigned_when_size_has_another_reader():
+    """A term added after ``model()`` that reads the size (here a second observation of it) is
+    not in the step's conditional: the step must not claim the size (PyMC's Metropolis, exact,
+    takes it) and refuses when given it explicitly. Control: the unmodified model is claimed."""
+    from pymc.sampling.mcmc import assign_step_methods
+
+    model = NoisySizeRelease(3, 3, GEO, GEO).model()
+    _, selected = assign_step_methods(model)
+    assert "NoisySizeGibbs" in {cls.__name__ for cls in selected}
+    with model:
+        pm.Poisson("second_look", model["size"] + np.float64(0.5), observed=4)
+    _, selected = assign_step_methods(model)
+    names = {
+        cls.__name__: sorted(model.values_to_rvs[v].name for v in vs)
+        for cls, vs in selected.items()
+    }
+    assert "NoisySizeGibbs" not in names and names["Metropolis"] == ["size"]
+    with pytest.raises(ValueError, match="read by nothing but its two releases"):
+        NoisySizeGibbs([model["size"]], model=model)
