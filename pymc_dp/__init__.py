@@ -70,6 +70,7 @@ from pymc_dp.step_methods import (
     CountAugmentation,
     DataAugmentation,
     Interweave,
+    NoisySizeGibbs,
     PoissonFactorGibbs,
     register_step_methods,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "Laplace",
     "MarkovChain",
     "Mechanism",
+    "NoisySizeGibbs",
     "OnePosteriorSample",
     "ParallelGroup",
     "PoissonFactorGibbs",

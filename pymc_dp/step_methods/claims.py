@@ -27,6 +27,10 @@ how a model without a release is sampled, whatever pymc_dp distributions it uses
    Gamma-Poisson factorization's. (CountAugmentation then leaves that count to it.)
    An observed (non-private) Poisson count matrix qualifies for the step when it is given
    explicitly, never by step assignment (rule 1).
+6. :class:`~pymc_dp.step_methods.noisy_size.NoisySizeGibbs` claims the latent number of
+   records ``size`` of a model built by :meth:`pymc_dp.releases.NoisySizeRelease.model` (marked
+   there), when both releases use a built-in noise family and nothing but those two releases
+   reads ``size`` (so that its conditional is exactly the one the step draws from).
 
 Being a pymc_dp distribution, or feeding one, is not a reason to claim a variable: only a
 Release is, recognised by its Op class (:class:`~pymc_dp.distributions.release.ReleaseRV`),
