@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -53,15 +54,29 @@ import pytensor
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.backends.arviz import apply_function_over_dataset, coords_and_dims_for_inferencedata
+from pymc.distributions.shape_utils import change_dist_size
 from pymc.model import modelcontext
 from pymc.model.transform.conditioning import remove_value_transforms
+from pymc.pytensorf import compile as compile_pymc
+from pymc.pytensorf import extract_obs_data
+from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import ancestors, graph_inputs
+from pytensor.tensor.random.basic import BernoulliRV, PoissonRV
+from pytensor.tensor.subtensor import AdvancedSubtensor
+from pytensor.tensor.variable import TensorConstant
 
 from pymc_dp._cache import lazy_module
 from pymc_dp.distributions.release import is_release, record_parents
 from pymc_dp.kernels.collapsed_stat import BINOMIAL, POISSON, count_log_marginal
-from pymc_dp.step_methods.collapse_plan import collapse_plan
+from pymc_dp.step_methods.collapse_plan import (
+    _RTOL,
+    _broadcasts_along_records,
+    _n_records,
+    _readers,
+    _stat_fn,
+    collapse_plan,
+)
 from pymc_dp.step_methods.da_spec import release_arrays
 
 special = lazy_module("scipy.special")
@@ -87,9 +102,11 @@ def _refuse(name, why):
     )
 
 
-def _release_plan(model, rel):
-    """The collapse plan of Release ``rel``, None when its statistic reads no free variable
-    (then PyMC's value is already ``log p(z | theta)``), else ``ValueError``."""
+def _release_plan(model, rel, n_simulations=None):
+    """How the pointwise values of Release ``rel`` are computed: a collapse plan (one exact
+    value), a :class:`_GroupPlan` (one exact value per component), a :class:`_MCPlan` (Monte
+    Carlo, only with ``n_simulations``), None when its statistic reads no free variable (then
+    PyMC's value is already ``log p(z | theta)``); else ``ValueError``."""
     free = set(model.free_RVs)
     recs = [v for v in record_parents(rel.owner.inputs[0]) if v in free]
     if not recs:
@@ -99,12 +116,21 @@ def _release_plan(model, rel):
         _refuse(rel.name, f"the statistic reads several record variables {names}")
     plan = collapse_plan(model, recs[0])
     if plan is None:
+        gp = _group_plan(model, rel, recs[0])
+        if isinstance(gp, _GroupPlan):
+            return gp
+        if n_simulations is not None:
+            return _mc_plan(model, rel, recs[0], n_simulations)
+        if isinstance(gp, _Shared):
+            _refuse(rel.name, gp)
         _refuse(
             rel.name,
             f"the records {names[0]!r} are not exchangeable given the parameters or the "
             "statistic is not an affine function of their sum or counts: records with "
             "covariates, a clamped or weighted sum, records read by other variables, or a "
-            "noise the collapse does not take",
+            f"noise the collapse does not take; here: {gp}. A Monte Carlo estimate with its "
+            "standard error is available: pass n_simulations= (e.g. 4000) to "
+            "pmdp.compute_log_likelihood",
         )
     if len(plan.releases) > 1:
         others = [r.name for r in plan.releases]
@@ -120,6 +146,274 @@ def _release_plan(model, rel):
             "count vectors is implemented for two categories only",
         )
     return plan
+
+
+# ---------------------------------------------------------------- per-group vector releases
+
+
+_GROUP_FAMILIES = {"bernoulli": BINOMIAL, "poisson": POISSON}
+_MAX_GROUP_RECORDS = 200_000
+
+
+@dataclass(frozen=True, eq=False)
+class _GroupPlan:
+    """A vector Release of per-group sums of independent records (one value per component).
+
+    ``T_k = C_k + b_k * sum(x_i for i with group[i] == k)``, every record in at most one
+    component, records exchangeable within their component (checked per draw).
+    """
+
+    rv: object
+    family: str
+    release: object
+    C: np.ndarray
+    b: np.ndarray
+    group: np.ndarray  # component of each record, -1 when no component reads it
+    n: np.ndarray  # records per component
+
+
+class _Shared(str):
+    """Reason: components of a vector release share records (refused unless Monte Carlo)."""
+
+
+def _group_plan(model, rel, rec):
+    """The :class:`_GroupPlan` of ``rel``, or a string saying why there is none."""
+    op = getattr(rec.owner, "op", None)
+    family = {BernoulliRV: "bernoulli", PoissonRV: "poisson"}.get(type(op))
+    if family is None or rec.type.ndim != 1 or model.rvs_to_transforms.get(rec) is not None:
+        return "the records are not one 1-D Bernoulli or Poisson variable"
+    if not _group_exchangeable(rec, family):
+        return (
+            "the records are not exchangeable given the parameters within a component: "
+            "records with covariates (a parameter neither shared nor indexed by a fixed group)"
+        )
+    readers = _readers(model, rec)
+    if readers != [rel]:
+        return f"the records are also read by {[r.name for r in readers if r is not rel]}"
+    fn = _stat_fn(model, [rec], [rel])
+    n_rec = _n_records(model, rec)
+    if fn is None or n_rec is None or n_rec > _MAX_GROUP_RECORDS:
+        return "the statistic reads other variables or the number of records is not fixed"
+    value = model.rvs_to_values[rec]
+    x = np.zeros(n_rec, dtype=value.dtype)
+    C = np.asarray(fn(x), dtype=np.float64)
+    group = np.full(n_rec, -1, dtype=np.int64)
+    coef = np.zeros(n_rec)
+    for i in range(n_rec):  # one evaluation per record: the column of the linear map
+        x[i] = 1
+        col = np.asarray(fn(x), dtype=np.float64) - C
+        x[i] = 0
+        nz = np.flatnonzero(np.abs(col) > _RTOL * (1.0 + np.abs(C)))
+        if len(nz) > 1:
+            return _Shared(
+                f"components {int(nz[0])} and {int(nz[1])} of the statistic (flattened) both "
+                f"read record {i} of {rec.name!r}: they are not independent given the "
+                "parameters, so the release is one observation and has no per-group "
+                "pointwise values. Release each group's statistic over disjoint records, or "
+                "pass n_simulations= for one Monte Carlo value for the whole release"
+            )
+        if len(nz) == 1:
+            group[i], coef[i] = nz[0], col[nz[0]]
+    K = len(C)
+    b = np.zeros(K)
+    b[group[group >= 0]] = coef[group >= 0]
+    if np.any(
+        np.abs(coef[group >= 0] - b[group[group >= 0]]) > _RTOL * np.abs(b[group[group >= 0]])
+    ):
+        return "a weighted sum (records of one component enter with different weights)"
+    rng = np.random.default_rng(0)  # fixed test points of an exact identity, not a margin
+    for _ in range(3):
+        if family == "bernoulli":
+            xr_ = rng.integers(0, 2, size=n_rec)
+        else:
+            xr_ = rng.poisson(rng.uniform(0.5, 20.0), size=n_rec)
+        used = group >= 0
+        sums = np.bincount(group[used], weights=xr_[used], minlength=K)
+        want = C + b * sums
+        got = np.asarray(fn(xr_.astype(value.dtype)), dtype=np.float64)
+        if not np.allclose(got, want, rtol=_RTOL, atol=_RTOL):
+            return "the statistic is not a sum per component (a clamped or non-linear statistic)"
+    g = _group_index(rec)
+    if g is not None:
+        used = group >= 0
+        first = np.full(K, -1)
+        first[group[used][::-1]] = np.flatnonzero(used)[::-1]
+        if np.any(g[used] != g[first[group[used]]]):
+            return (
+                "the records are not exchangeable given the parameters within a component: "
+                "records of one component have parameters of different groups"
+            )
+    n = np.bincount(group[group >= 0], minlength=K)
+    return _GroupPlan(rec, family, rel, C, b, group, n)
+
+
+def _group_index(rec):
+    """The fixed per-record group index ``g`` of a parameter ``q[g]``, or None."""
+    param = rec.owner.op.dist_params(rec.owner)[0]
+    node = param.owner
+    if node is None or not isinstance(node.op, AdvancedSubtensor):
+        return None
+    if len(node.inputs) != 2 or node.inputs[0].type.ndim != 1:
+        return None
+    idx = node.inputs[1]
+    if isinstance(idx, TensorConstant):
+        return np.asarray(idx.data)
+    if isinstance(idx, SharedVariable):
+        return np.asarray(idx.get_value())
+    return None
+
+
+def _group_exchangeable(rec, family) -> bool:
+    param = rec.owner.op.dist_params(rec.owner)[0]
+    return _broadcasts_along_records(param, family) or _group_index(rec) is not None
+
+
+_GROUP_LOOPS: dict = {}
+
+
+def _group_loop(logpdf):
+    """A compiled loop over draws and components of :func:`count_log_marginal`."""
+    try:
+        return _GROUP_LOOPS[logpdf]
+    except KeyError:
+        pass
+    kernel = count_log_marginal(logpdf)
+
+    @numba.njit
+    def run(family, n, t, C, b, z, params):  # pragma: no cover - compiled
+        out = np.empty(t.shape)
+        for d in range(t.shape[0]):
+            for k in range(t.shape[1]):
+                out[d, k] = kernel(
+                    family,
+                    n[k],
+                    t[d, k],
+                    0.0,
+                    C[k : k + 1],
+                    b[k : k + 1],
+                    z[k : k + 1],
+                    params[k : k + 1],
+                )
+        return out
+
+    _GROUP_LOOPS[logpdf] = run
+    return run
+
+
+def _group_values(gp, model, posterior):
+    """``log p(z_k | theta)`` per draw and component, shape (chain, draw, *release shape)."""
+    rec, rel = gp.rv, gp.release
+    param = rec.owner.op.dist_params(rec.owner)[0]
+    per_record = pt.broadcast_to(param, (len(gp.group),)).astype("float64")
+    free = set(model.free_RVs)
+    inputs = [v for v in ancestors([per_record], blockers=list(free)) if v in free]
+    n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
+    if inputs:
+        batched = {v: pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in inputs}
+        out = vectorize_graph(per_record, replace=batched)
+        fn = pytensor.function(list(batched.values()), out, on_unused_input="ignore")
+        P = np.asarray(fn(*[_stacked(posterior, v.name, v.dtype) for v in inputs]))
+        if P.ndim == 1:
+            P = np.broadcast_to(P, (n_draws, P.shape[0]))
+    else:
+        P = np.broadcast_to(pytensor.function([], per_record)(), (n_draws, len(gp.group)))
+    K = len(gp.C)
+    used = gp.group >= 0
+    first = np.full(K, -1)
+    first[gp.group[used][::-1]] = np.flatnonzero(used)[::-1]
+    t = np.zeros((n_draws, K))
+    has = first >= 0
+    t[:, has] = P[:, first[has]]
+    diff = np.abs(P[:, used] - t[:, gp.group[used]])
+    if np.any(diff > 1e-12 * np.maximum(1.0, np.abs(t[:, gp.group[used]]))):
+        d, j = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        i = int(np.flatnonzero(used)[j])
+        _refuse(
+            rel.name,
+            f"record {i} of {gp.rv.name!r} has a parameter different from the other records "
+            f"of its component {int(gp.group[i])} at draw {int(d)} (records with covariates "
+            "within a group); pass n_simulations= for a Monte Carlo value",
+        )
+    if gp.family == "poisson":
+        t = t * gp.n[None, :]
+    rarr = release_arrays(model, [rel])
+    vals = _group_loop(rarr.logpdf)(
+        _GROUP_FAMILIES[gp.family],
+        np.ascontiguousarray(gp.n, dtype=np.int64),
+        np.ascontiguousarray(t),
+        np.ascontiguousarray(gp.C),
+        np.ascontiguousarray(gp.b),
+        np.ascontiguousarray(rarr.z),
+        np.ascontiguousarray(rarr.params),
+    )
+    if np.any(np.isnan(vals)):
+        d = int(np.flatnonzero(np.isnan(vals).any(axis=1))[0])
+        raise ValueError(
+            f"Release {rel.name!r}: invalid parameters of records {gp.rv.name!r} at draw {d} "
+            f"(flattened over chains): {t[d].tolist()}"
+        )
+    zshape = np.shape(extract_obs_data(model.rvs_to_values[rel]))
+    return vals.reshape(posterior.sizes["chain"], posterior.sizes["draw"], *zshape)
+
+
+# ---------------------------------------------------------------- Monte Carlo marginal
+
+
+@dataclass(frozen=True, eq=False)
+class _MCPlan:
+    """A Release whose marginal given the parameters is estimated by simulation."""
+
+    rv: object
+    release: object
+    n_simulations: int
+
+
+def _mc_plan(model, rel, rec, n_simulations):
+    readers = _readers(model, rec)
+    if readers != [rel]:
+        others = [r.name for r in readers if r is not rel]
+        _refuse(
+            rel.name,
+            f"the records {rec.name!r} are also read by {others}: the release's density "
+            "given the parameters does not factor from theirs, so neither a closed form nor "
+            "the Monte Carlo estimator (which draws the records from their prior given the "
+            "parameters) applies",
+        )
+    return _MCPlan(rec, rel, n_simulations)
+
+
+def _mc_values(mp, model, posterior, seed):
+    """Monte Carlo ``log p(z | theta)`` and its standard error, each (chain, draw)."""
+    umodel = remove_value_transforms(model)
+    rec, rel = umodel[mp.rv.name], umodel[mp.release.name]
+    S = mp.n_simulations
+    logp = pt.sum(umodel.logp(vars=[rel], sum=False)[0])
+    sim = change_dist_size(rec, new_size=(S,), expand=True)
+    (sim,) = umodel.replace_rvs_by_values([sim])
+    logp_s = vectorize_graph(logp, replace={umodel.rvs_to_values[rec]: sim})
+    needed = [v for v in umodel.value_vars if v in set(graph_inputs([logp_s]))]
+    fn = compile_pymc(needed, logp_s, random_seed=seed)
+    cols = [_stacked(posterior, v.name, v.dtype) for v in needed]
+    n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
+    est, se = np.empty(n_draws), np.empty(n_draws)
+    for d in range(n_draws):  # one vectorized batch of S simulated record sets per draw
+        lw = np.asarray(fn(*[c[d] for c in cols]), dtype=np.float64)
+        if np.any(np.isnan(lw)):
+            raise ValueError(
+                f"Release {rel.name!r}: the noise log-density of a simulated statistic is NaN "
+                f"at draw {d} (flattened over chains): invalid parameters"
+            )
+        top = np.max(lw)
+        if not np.isfinite(top):
+            est[d], se[d] = -np.inf, np.inf
+            continue
+        w = np.exp(lw - top)
+        mean = w.mean()
+        est[d] = top + math.log(mean)
+        # delta method: sd(log mean w) = sd(w) / (mean(w) sqrt(S))
+        se[d] = w.std(ddof=1) / (mean * math.sqrt(S)) if S > 1 else np.inf
+    shape = (posterior.sizes["chain"], posterior.sizes["draw"])
+    return est.reshape(shape), se.reshape(shape)
 
 
 # ---------------------------------------------------------------- parameters per draw
@@ -317,7 +611,14 @@ def _targets(model, var_names):
 
 
 def compute_log_likelihood(
-    idata, *, model=None, var_names=None, extend_inferencedata=True, progressbar=False
+    idata,
+    *,
+    model=None,
+    var_names=None,
+    extend_inferencedata=True,
+    progressbar=False,
+    n_simulations=None,
+    random_seed=None,
 ):
     r"""Pointwise log-likelihood in which each ``Release`` has its records integrated out.
 
@@ -380,23 +681,66 @@ def compute_log_likelihood(
     )
     model = modelcontext(model)
     names, observed = _targets(model, var_names)
-    plans = {n: _release_plan(model, observed[n]) for n in names if is_release(observed[n])}
+    n_simulations = _check_n_simulations(n_simulations)
+    plans = {
+        n: _release_plan(model, observed[n], n_simulations)
+        for n in names
+        if is_release(observed[n])
+    }
     others = [n for n in names if plans.get(n) is None]
-    parts = []
+    parts, mcse = [], {}
     if others:
         ds = _other_values(idata, model, others, progressbar)
         parts.append(ds.to_dataset() if hasattr(ds, "to_dataset") else ds)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
-    for name, plan in plans.items():
-        if plan is not None:
+    seeds = np.random.SeedSequence(random_seed).spawn(len(plans))
+    for (name, plan), seed in zip(plans.items(), seeds, strict=True):
+        if plan is None:
+            continue
+        if isinstance(plan, _GroupPlan):
+            vals = _group_values(plan, model, posterior)
+            dims = _release_dims(model, name, vals.ndim - 2)
+            cds = dict(coords)
+            cds.update({d: model.coords[d] for d in dims if model.coords.get(d) is not None})
+            parts.append(xr.Dataset({name: (("chain", "draw", *dims), vals)}, coords=cds))
+        elif isinstance(plan, _MCPlan):
+            vals, se = _mc_values(plan, model, posterior, int(seed.generate_state(1)[0]))
+            parts.append(xr.Dataset({name: (("chain", "draw"), vals)}, coords=coords))
+            mcse[name] = xr.DataArray(se, dims=("chain", "draw"), coords=coords)
+        else:
             vals = _release_values(plan, model, posterior)
             parts.append(xr.Dataset({name: (("chain", "draw"), vals)}, coords=coords))
     result = xr.merge(parts, compat="override", join="outer") if parts else xr.Dataset()
     result = result[names]
+    for name, se in mcse.items():
+        result[name].attrs["n_simulations"] = n_simulations
+        result[name].attrs["mcse_max"] = float(np.max(se.values))
     if extend_inferencedata:
         idata["log_likelihood"] = result
+        if mcse:
+            idata["log_likelihood_mcse"] = xr.Dataset(mcse)
         return idata
+    if mcse:
+        result.attrs["mcse"] = xr.Dataset(mcse)
     return result
+
+
+def _check_n_simulations(n):
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 2 <= n <= 10**7:
+        raise ValueError(
+            f"n_simulations must be an integer from 2 to 10**7 (simulated record sets per "
+            f"draw, e.g. 4000), got {n!r}"
+        )
+    return int(n)
+
+
+def _release_dims(model, name, ndim):
+    dims = model.named_vars_to_dims.get(name)
+    if dims is not None and len(dims) == ndim:
+        return tuple(dims)
+    return tuple(f"{name}_dim_{i}" for i in range(ndim))
 
 
 def stack_log_likelihood(idata, var_names, *, name="releases", dim="release"):
