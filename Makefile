@@ -39,7 +39,8 @@ format: $(STAMP)
 # the Sphinx site, warnings as errors; needs the docs extra: $(PY) -m pip install -e ".[dev,docs]".
 # -E and fresh API stubs: an incremental build would not repeat the warnings of unchanged pages.
 docs: $(STAMP)
-	@$(PY) -c "import sphinx, pydata_sphinx_theme, myst_nb, numpydoc" 2>/dev/null \
+	@$(PY) -c "import importlib, sphinx, pydata_sphinx_theme, myst_nb, numpydoc; \
+	  importlib.import_module('sphinx-mathjax-offline')" 2>/dev/null \
 	  || $(PY) -m pip install --quiet -e ".[dev,docs]"
 	rm -rf docs/api/generated
 	$(PY) -m sphinx -E -W --keep-going -b html docs docs/_build/html

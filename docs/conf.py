@@ -24,6 +24,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # MathJax 3 served from the site itself (``_static/mathjax``), never from a CDN: formulas are
+    # typeset with no network. It sets ``mathjax_path`` and copies the files after the build.
+    "sphinx-mathjax-offline",
     "sphinx.ext.viewcode",
     "numpydoc",
     "myst_nb",
@@ -45,14 +48,13 @@ nitpicky = False
 
 # Notebooks are the single source and are stored with their outputs: render, never execute.
 nb_execution_mode = "off"
+# A sampler's log lines (one stream output each) are shown as one box, not one box per line.
+nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-# The notebooks folder belongs to the notebooks' own work. Before any notebook lands, the glob
-# toctree entry over it would match nothing, which Sphinx reports (with no warning type, so
-# ``suppress_warnings`` cannot name it): drop exactly that entry while the folder holds none.
-NOTEBOOK_GLOB = "notebooks/*"
-HAS_NOTEBOOKS = any(p.suffix in (".md", ".ipynb") for p in (DOCS / "notebooks").glob("*"))
+# The index lists each notebook by name with a short title (the quickstart first): a new notebook
+# left out of it fails ``make docs`` ("document isn't included in any toctree").
 
 
 # API reference: one generated page per public name (docs/api/generated, not stored).
@@ -67,16 +69,18 @@ numpydoc_xref_param_type = False
 html_theme = "pydata_sphinx_theme"
 html_title = "pymc_dp"
 html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_theme_options = {
     "navbar_align": "left",
-    "header_links_before_dropdown": 6,
+    "header_links_before_dropdown": 3,
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version", "theme-version"],
 }
-html_sidebars = {"index": []}
+# The whole site's navigation on every page (``_templates/sidebar-site-nav.html``).
+html_sidebars = {"**": ["sidebar-site-nav"]}
 
 # A name exported both by pymc_dp and by a sub-package is one object: its page under the
 # sub-package says so and is not indexed a second time (no duplicate object description).
@@ -115,12 +119,6 @@ def _data_docstring(app, what, name, obj, options, lines):
     lines[:] = _attribute_doc(name.rsplit(".", 1)[-1], obj) or []
 
 
-def _drop_empty_notebook_glob(app, docname, source):
-    """Remove the ``notebooks/*`` toctree entry from the index while no notebook exists."""
-    if docname == root_doc and not HAS_NOTEBOOKS:
-        source[0] = source[0].replace(f"\n{NOTEBOOK_GLOB}\n", "\n")
-
-
 def _class_signature(app, what, name, obj, options, signature, return_annotation):
     """Show a class's call signature as Python resolves it (``inspect.signature``).
 
@@ -138,8 +136,59 @@ def _class_signature(app, what, name, obj, options, signature, return_annotation
     return str(sig), return_annotation
 
 
+def _resolve(modname, qualname):
+    """The object ``modname.qualname`` of an imported module, or None."""
+    obj = sys.modules.get(modname)
+    for part in qualname.split("."):
+        if obj is None:
+            return None
+        obj = inspect.getattr_static(obj, part, None)
+    return obj
+
+
+def _viewcode_backlinks(app):
+    """Point every ``[docs]`` link of a highlighted source page at an anchor that exists.
+
+    sphinx.ext.viewcode builds the link from the first module name an object was documented under
+    and the last page it was seen on. A name exported by both ``pymc_dp`` and a sub-package is
+    documented twice (the second page with ``:no-index:``), so the two disagree and the link
+    misses. For each source module, keep the prefix under which most of its names are indexed,
+    send each such name to the page that indexes it, and drop the back-link of any other name
+    (its source is still shown).
+    """
+    objects = app.env.domains["py"].objects
+    for modname, entry in getattr(app.env, "_viewcode_modules", {}).items():
+        if not entry:
+            continue
+        code, tags, used, refname = entry
+        prefixes = {}
+        for name in used:
+            target = _resolve(modname, name)
+            for fullname, obj in objects.items():
+                prefix = fullname[: -len(name) - 1]
+                if (
+                    fullname.endswith("." + name)
+                    and obj.node_id == fullname
+                    and target is not None
+                    and _resolve(prefix, name) is target
+                ):
+                    prefixes.setdefault(prefix, set()).add(name)
+        if not prefixes:
+            used.clear()
+            continue
+        best = max(sorted(prefixes), key=lambda p: (len(prefixes[p]), p == refname))
+        for name in list(used):
+            if name in prefixes[best]:
+                used[name] = objects[f"{best}.{name}"].docname
+            else:
+                del used[name]
+        app.env._viewcode_modules[modname] = (code, tags, used, best)
+    return []  # an html-collect-pages handler yields pages; this one only corrects viewcode's
+
+
 def setup(app):
     # before numpydoc (priority 500) reformats the lines
     app.connect("autodoc-process-docstring", _data_docstring, priority=100)
-    app.connect("source-read", _drop_empty_notebook_glob)
     app.connect("autodoc-process-signature", _class_signature)
+    # before sphinx.ext.viewcode's own handler (priority 500) writes the source pages
+    app.connect("html-collect-pages", _viewcode_backlinks, priority=400)
