@@ -25,7 +25,7 @@ import numpy as np
 import xarray as xr
 from pymc.model import modelcontext
 
-__all__ = ["install_convergence_hook", "statistic_trace"]
+__all__ = ["install_convergence_hook", "plot_release_ppc", "statistic_trace"]
 
 #: PyMC's thresholds (``pymc.stats.convergence.run_convergence_checks``)
 RHAT_MAX = 1.01
@@ -210,3 +210,115 @@ def install_convergence_hook() -> None:
     )
     if original is not None:
         _PYMC_RUN_CHECKS = original
+
+
+def plot_release_ppc(idata, var_names=None, group: str = "posterior_predictive", **kwargs):
+    """Posterior (or prior) predictive check of releases with ArviZ 1.x, whatever their shape.
+
+    ``az.plot_ppc_dist`` draws, for each of ``num_samples`` predictive draws, the distribution of
+    the values *within* that draw, so it needs at least one dimension besides ``chain`` and
+    ``draw`` and fails (``TypeError: n_dims must be one or higher``) on a release that is one
+    number (a count, a sum). A single released number has no within-draw distribution; its check
+    is the predictive distribution of the release over the draws with the observed release
+    marked on it, which is what ``az.plot_ppc_tstat`` draws when its statistic reduces over no
+    dimension. This function sends one-number releases there and releases of one or more
+    dimensions (vectors of per-group counts, tables) to ``az.plot_ppc_dist``.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        A ``pm.sample`` result extended by ``pm.sample_posterior_predictive(idata,
+        extend_inferencedata=True)`` (or ``pm.sample_prior_predictive``), holding ``group`` and
+        ``observed_data``.
+    var_names : str or list of str, optional
+        The releases (observed variables) to plot. Default: every variable of
+        ``observed_data`` that ``idata[group]`` holds. All must be one-number releases, or all
+        have dimensions (they are drawn by different ArviZ functions): plot the two kinds with
+        two calls.
+    group : {"posterior_predictive", "prior_predictive"}
+    **kwargs
+        Passed to ``az.plot_ppc_tstat`` (one-number releases) or ``az.plot_ppc_dist``. Without
+        ``kind``, integer releases (counts) are drawn as ECDFs (``kind="ecdf"``), ArviZ's
+        advice for discrete data; others as ArviZ chooses.
+
+    Returns
+    -------
+    arviz_plots.PlotCollection
+        One panel per one-number release (its predictive density and the observed value), or
+        the panels of ``az.plot_ppc_dist``.
+
+    Raises
+    ------
+    ValueError
+        When ``idata`` lacks ``group`` or ``observed_data``, a name is not in both, or the
+        selection mixes one-number and dimensioned releases (the message names both lists).
+
+    Examples
+    --------
+    A one-number release (a noisy count) and its predictive draws:
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np, xarray as xr
+    >>> from pymc_dp.diagnostics import plot_release_ppc
+    >>> draws = np.random.default_rng(0).normal(20.0, 3.0, size=(2, 100))
+    >>> idata = xr.DataTree.from_dict({
+    ...     "posterior_predictive": xr.Dataset({"z": (("chain", "draw"), draws)}),
+    ...     "observed_data": xr.Dataset({"z": ((), 21.5)}),
+    ... })
+    >>> pc = plot_release_ppc(idata)
+    >>> {"dist", "observed_tstat"} <= set(pc.viz.children)  # the density and the observed value
+    True
+    """
+    import arviz as az
+
+    if group not in ("posterior_predictive", "prior_predictive"):
+        raise ValueError(
+            f"plot_release_ppc: group={group!r}; use 'posterior_predictive' or 'prior_predictive'"
+        )
+    for needed in (group, "observed_data"):
+        if needed not in idata.children:
+            raise ValueError(
+                f"plot_release_ppc: idata has no {needed!r} group; run "
+                + (
+                    "pm.sample_posterior_predictive(idata, extend_inferencedata=True)"
+                    if needed == "posterior_predictive"
+                    else "pm.sample_prior_predictive() inside the model"
+                    if needed == "prior_predictive"
+                    else "pm.sample inside a model with observed releases"
+                )
+                + " first"
+            )
+    pred, obs = idata[group], idata["observed_data"]
+    if var_names is None:
+        names = [n for n in obs.data_vars if n in pred.data_vars]
+        if not names:
+            raise ValueError(
+                f"plot_release_ppc: no variable of observed_data is in {group!r}; pass var_names"
+            )
+    else:
+        names = [var_names] if isinstance(var_names, str) else list(var_names)
+        if not names or not all(isinstance(n, str) for n in names):
+            raise TypeError("plot_release_ppc: var_names must be a name or a list of names")
+        missing = [n for n in names if n not in obs.data_vars or n not in pred.data_vars]
+        if missing:
+            raise ValueError(
+                f"plot_release_ppc: var_names {missing} are not in both observed_data and "
+                f"{group!r}; choose among {[n for n in obs.data_vars if n in pred.data_vars]}"
+            )
+    scalar = [n for n in names if obs[n].ndim == 0]
+    shaped = [n for n in names if obs[n].ndim > 0]
+    if scalar and shaped:
+        raise ValueError(
+            f"plot_release_ppc: one-number releases {scalar} and releases with dimensions "
+            f"{shaped} are drawn by different ArviZ plots; call plot_release_ppc once with "
+            f"var_names={scalar} and once with var_names={shaped}"
+        )
+    if "kind" not in kwargs and all(np.issubdtype(obs[n].dtype, np.integer) for n in names):
+        # counts: ArviZ warns that a density of integers misleads and suggests ECDFs
+        kwargs["kind"] = "ecdf"
+    if scalar:
+        # the median over no dimension is the value itself: the density of the release's draws
+        kwargs.setdefault("t_stat", "median")
+        return az.plot_ppc_tstat(idata, var_names=scalar, group=group, **kwargs)
+    return az.plot_ppc_dist(idata, var_names=shaped, group=group, **kwargs)
