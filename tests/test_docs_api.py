@@ -22,6 +22,7 @@ RESULTS_PAGE = ROOT / "docs" / "results.md"
 ALL_MODULES = (
     "pymc_dp",
     "pymc_dp.releases",
+    "pymc_dp.interop",
     "pymc_dp.step_methods",
     "pymc_dp.distributions",
     "pymc_dp.testing",

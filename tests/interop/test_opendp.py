@@ -1,0 +1,277 @@
+"""Releases made with OpenDP 0.16, read by :func:`pymc_dp.interop.from_opendp`.
+
+References independent of the adapter: OpenDP's own privacy map (``measurement.map``) and its
+noise draws; the exact posterior of ``p`` on a grid, from scipy's binomial pmf and the noise
+pmf written here in closed form (discrete Laplace ``∝ exp(-|k|/b)``, discrete Gaussian
+``∝ exp(-k²/(2σ²))``).
+
+Statistical assertions and their false-alarm rates (each 1e-6, :data:`pymc_dp.testing.FALSE_ALARM`):
+
+* the noise law: χ² of OpenDP's draws (a vector release of zeros) against the pmf of the pmdp
+  mechanism read from the measurement; negative control: the pmf at scale × 1.05 must be
+  rejected (noncentrality about ``N (0.05)² I`` = 250 with N = 1e5 Laplace draws, I = 1, and
+  N = 5e4 discrete Gaussian draws, I = 2, against a critical value near 85: power > 1 - 1e-9);
+* the posterior: a count released by OpenDP, ``p ~ Beta(1, 1)``, ``count ~ Binomial(20, p)``,
+  conditioned with ``pmdp.Privatized``; the NUTS draws of ``p`` pass
+  :func:`~pymc_dp.testing.grid_posterior_check` (mean within 4.89 MCSE, CDF at three quantiles
+  within 4.89 binomial standard errors) against the exact grid posterior. Negative control: the
+  same draws fail the same check against the noise-ignoring posterior ``Beta(1 + z, 1 + 20 - z)``
+  (``z`` clipped to [0, 20]). The power holds whatever OpenDP released: with 14 of 20 records
+  true, the smallest z-score of the noise-ignoring reference at the three quantiles, at an ESS
+  of 1000, is 10.3 for Laplace noise (b = 4) over every integer ``z`` (outside [0, 20] the
+  posterior no longer depends on ``z``) and 9.15 for Gaussian noise (σ = 5) over every ``z``
+  OpenDP releases with probability above 1e-9 (|noise| <= 33). It grows as sqrt(ESS); these
+  runs (2 x 3000 draws) reach an ESS of about 2000, so the control passes wrongly only if a
+  sample quantile is off by about 8 standard errors (rate far below 1e-6).
+
+OpenDP draws from its own secure source (it cannot be seeded), so the releases differ between
+runs; every assertion above holds for any release, with the stated rates.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import special, stats
+
+import pymc_dp as pmdp
+from pymc_dp import interop
+from pymc_dp.interop import OPENDP_RTOL, from_opendp
+from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof, grid_posterior_check
+
+dp = pytest.importorskip(
+    "opendp.prelude", reason="OpenDP is not installed: pip install -e '.[opendp]' (CI installs it)"
+)
+dp.enable_features("contrib")
+
+N_RECORDS = 20
+
+
+def _int_laplace(scale, vector=False):
+    if vector:
+        return dp.m.make_laplace(
+            dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=scale
+        )
+    return dp.m.make_laplace(dp.atom_domain(T=int), dp.absolute_distance(T=int), scale=scale)
+
+
+def _int_gaussian(scale, vector=False):
+    if vector:
+        return dp.m.make_gaussian(
+            dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=scale
+        )
+    return dp.m.make_gaussian(dp.atom_domain(T=int), dp.absolute_distance(T=int), scale=scale)
+
+
+def _count_of_bools():
+    return dp.t.make_count(dp.vector_domain(dp.atom_domain(T=bool)), dp.symmetric_distance())
+
+
+# ---- the guarantee equals OpenDP's privacy map --------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 2.0, 7.5, 1234.5])
+@pytest.mark.parametrize("d_in", [1, 2, 5])
+def test_laplace_guarantee_equals_opendp_map(scale, d_in):
+    meas = _int_laplace(scale)
+    mech, z = from_opendp(meas, 3, d_in=d_in)
+    assert isinstance(mech, pmdp.Geometric)
+    assert mech.sensitivity == d_in
+    assert math.isclose(mech.guarantee().epsilon, meas.map(d_in), rel_tol=1e-15)
+    assert math.isclose(mech.alpha, math.exp(-1.0 / scale), rel_tol=1e-15)
+    assert z == 3 and z.dtype == np.int64
+
+
+@pytest.mark.parametrize("scale", [0.7, 2.0, 3.0, 41.3])
+@pytest.mark.parametrize("d_in", [1, 3])
+def test_gaussian_guarantee_equals_opendp_map(scale, d_in):
+    meas = _int_gaussian(scale)
+    mech, _ = from_opendp(meas, -4, d_in=d_in)
+    assert isinstance(mech, pmdp.DiscreteGaussian)
+    assert mech.sensitivity == d_in
+    # pmdp's sigma^2 is a rational from above (exact for 2.0 and 3.0; excess < 2e-8 otherwise)
+    assert math.isclose(mech.guarantee().rho, meas.map(d_in), rel_tol=OPENDP_RTOL)
+    assert 0 <= float(mech.sigma2) / scale**2 - 1 <= 2e-8
+
+
+def test_sensitivity_read_through_transformations():
+    """A count of records (d_in records changed: sensitivity d_in), and a clamped sum (d_in = 1
+    record changes the sum by up to the clamp width): both from OpenDP's stability maps."""
+    meas = _count_of_bools() >> dp.m.then_laplace(scale=2.0)
+    mech, _ = from_opendp(meas, meas([True, False, True]), d_in=3)
+    assert mech.sensitivity == 3 and mech.epsilon == meas.map(3) == 1.5
+    summ = dp.t.make_sum(
+        dp.vector_domain(dp.atom_domain(bounds=(0, 10))), dp.symmetric_distance()
+    ) >> dp.m.then_laplace(scale=20.0)
+    mech, _ = from_opendp(summ, summ([1, 5, 9]))
+    assert mech.sensitivity == 10 and math.isclose(mech.epsilon, summ.map(1), rel_tol=1e-15)
+
+
+def test_context_api_query():
+    ctx = dp.Context.compositor(
+        data=[1, 2, 3] * 10,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=1.0),
+        split_evenly_over=1,
+    )
+    query = ctx.query().count().laplace()
+    mech, z = from_opendp(query, query.release())
+    assert mech == pmdp.Geometric(epsilon=1.0, sensitivity=1)
+    assert z.shape == ()
+
+
+def test_vector_release():
+    meas = _int_laplace(2.0, vector=True)
+    mech, z = from_opendp(meas, meas([3, 4, 5]), d_in=2)
+    assert z.shape == (3,) and mech.epsilon == meas.map(2) == 1.0
+    sized = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=int), size=3), dp.l1_distance(T=int), scale=2.0
+    )
+    with pytest.raises(ValueError, match="released must be a 1-D vector of length 3"):
+        from_opendp(sized, [1, 2])
+
+
+# ---- the noise law is OpenDP's: its draws against pmdp's pmf ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "scale", "n"), [(_int_laplace, 2.0, 100_000), (_int_gaussian, 3.0, 50_000)]
+)
+def test_opendp_draws_follow_the_pmdp_law(make, scale, n):
+    meas = make(scale, vector=True)
+    draws = np.asarray(meas([0] * n), dtype=np.int64)
+    mech, _ = from_opendp(meas, draws[:3])
+    assert_gof(chisquare_gof(draws, mech.logpdf), what="OpenDP draws vs pmdp law")
+    wrong, _ = from_opendp(make(scale * 1.05), 0)
+    assert_rejects(chisquare_gof(draws, wrong.logpdf), what="scale x 1.05")
+
+
+# ---- refusals ------------------------------------------------------------------------------------
+
+
+def test_mismatched_mechanism_is_refused():
+    meas = _count_of_bools() >> dp.m.then_laplace(scale=2.0)
+    z = meas([True] * 5)
+    # the right law and claim is accepted and returned
+    mine = pmdp.Geometric(epsilon=0.5, sensitivity=1)
+    assert from_opendp(meas, z, mechanism=mine)[0] is mine
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(meas, z, mechanism=pmdp.Geometric(epsilon=0.5 * 1.05, sensitivity=1))
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(meas, z, mechanism=pmdp.DiscreteGaussian(sigma=2.0, sensitivity=1))
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(meas, z, mechanism=pmdp.Laplace(scale=2.0, sensitivity=1.0))
+    # the same law with a wrong claim: one record changes the count by 1, not 2
+    with pytest.raises(ValueError, match=r"mechanism: its guarantee epsilon=1\.0 differs"):
+        from_opendp(meas, z, mechanism=pmdp.Geometric(epsilon=1.0, sensitivity=2))
+    g = _int_gaussian(3.0)
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(g, 1, mechanism=pmdp.DiscreteGaussian(sigma=3.0 * 1.0001, sensitivity=1))
+
+
+def test_float_unsigned_and_saturated_releases_are_refused():
+    f = dp.m.make_laplace(
+        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0, k=-3
+    )
+    with pytest.raises(ValueError, match=r"measurement: OpenDP's make_laplace on floats.*2\*\*k"):
+        from_opendp(f, f(0.3))
+    u = dp.m.make_laplace(dp.atom_domain(T="u32"), dp.absolute_distance(T="u32"), scale=1.0)
+    with pytest.raises(ValueError, match="unsigned type u32 saturates at 0"):
+        from_opendp(u, 0)
+    meas = _int_laplace(10.0)
+    with pytest.raises(ValueError, match="released holds the i32 bound"):
+        from_opendp(meas, 2**31 - 1)
+    with pytest.raises(ValueError, match="released holds the i32 bound"):
+        from_opendp(meas, [-(2**31)][0])
+    wide = dp.m.make_laplace(dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), scale=1.0)
+    assert from_opendp(wide, 2**31 - 1)[1] == 2**31 - 1
+
+
+def test_other_measurements_and_bad_arguments_are_refused():
+    dp.enable_features("honest-but-curious")
+    post = _int_laplace(2.0) >> dp.new_function(lambda x: x * 2, TO=int)
+    with pytest.raises(ValueError, match="make_chain_pm, which from_opendp does not read"):
+        from_opendp(post, 4)
+    meas = _int_laplace(2.0)
+    with pytest.raises(TypeError, match="measurement must be an OpenDP Measurement"):
+        from_opendp(pmdp.Geometric(epsilon=1.0), 3)
+    with pytest.raises(TypeError, match="mechanism must be a pymc_dp mechanism"):
+        from_opendp(meas, 3, mechanism="laplace")
+    for bad in (0, -1, math.nan, True, "1"):
+        with pytest.raises((TypeError, ValueError), match="d_in must be"):
+            from_opendp(meas, 3, d_in=bad)
+    with pytest.raises(ValueError, match=r"d_in=1\.5"):
+        from_opendp(_count_of_bools() >> dp.m.then_laplace(scale=2.0), 3, d_in=1.5)
+    with pytest.raises((TypeError, ValueError), match="values"):
+        from_opendp(meas, 2.5)
+    with pytest.raises(ValueError, match="released must be a single integer"):
+        from_opendp(meas, [1, 2])
+
+
+def _module_level_imports(source: str) -> set[str]:
+    """Modules imported at module level (not inside functions) by ``source``."""
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+    return found
+
+
+def test_interop_does_not_import_opendp_at_import_time():
+    """``import pymc_dp.interop`` (and so ``import pymc_dp``) never imports OpenDP: no
+    module-level import of it in the package; control: such an import is seen."""
+    for path in Path(interop.__file__).parent.glob("*.py"):
+        mods = _module_level_imports(path.read_text())
+        assert not any(m == "opendp" or m.startswith("opendp.") for m in mods), path
+    assert "opendp.prelude" in _module_level_imports("import opendp.prelude as dp\n")
+
+
+# ---- a model conditioned on an OpenDP release: exact grid posterior ----------------------------
+
+GRID = np.linspace(0.5e-4, 1.0 - 0.5e-4, 10_000)
+
+
+def _noise_logpmf(k, family, scale):
+    """Unnormalised noise log pmf (the normaliser is constant in the count: it cancels)."""
+    k = np.asarray(k, dtype=np.float64)
+    return -np.abs(k) / scale if family == "laplace" else -(k**2) / (2.0 * scale**2)
+
+
+def _exact_logpost(z, family, scale):
+    x = np.arange(N_RECORDS + 1)
+    terms = stats.binom.logpmf(x[None, :], N_RECORDS, GRID[:, None]) + _noise_logpmf(
+        z - x, family, scale
+    )
+    return special.logsumexp(terms, axis=1)  # Beta(1, 1) prior: flat
+
+
+def _noise_ignoring_logpost(z):
+    s = int(np.clip(z, 0, N_RECORDS))
+    return stats.beta.logpdf(GRID, 1 + s, 1 + N_RECORDS - s)
+
+
+@pytest.mark.parametrize(("family", "scale"), [("laplace", 4.0), ("gaussian", 5.0)])
+def test_posterior_conditioned_on_an_opendp_release(family, scale):
+    make = {"laplace": _int_laplace, "gaussian": _int_gaussian}[family]
+    meas = _count_of_bools() >> make(scale)
+    records = [True] * 14 + [False] * (N_RECORDS - 14)
+    mech, z = from_opendp(meas, meas(records))
+    with pm.Model():
+        p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+        pmdp.Privatized("z", pm.Binomial.dist(n=N_RECORDS, p=p), mech, observed=z)
+        idata = pm.sample(
+            draws=3000, tune=500, chains=2, cores=1, random_seed=11, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    draws = idata.posterior["p"].values
+    ok, chk = grid_posterior_check(draws, GRID, _exact_logpost(int(z), family, scale))
+    assert ok, (int(z), chk)
+    bad, _ = grid_posterior_check(draws, GRID, _noise_ignoring_logpost(int(z)))
+    assert not bad, f"the noise-ignoring posterior was not rejected (z = {int(z)})"
