@@ -3,7 +3,9 @@
 Each block runs in a fresh namespace, after its page's setup prelude below (the imports and the
 small data the prose assumes, e.g. ``true_counts`` in the README) and, where a block assumes
 more, its own setup (``BLOCK_SETUP``: code, or earlier blocks of the same page to run first).
-A block that raises fails its test, naming the page and the block's line. The notebooks
+A block that raises fails its test, naming the page and the block's line; so does a block
+that emits a ``DeprecationWarning`` or ``FutureWarning`` (docs examples use the current PyMC,
+PyTensor and ArviZ names, issue 26). The notebooks
 (notebooks/) have their own tests. The checks are exact (a block runs or raises): no
 statistics, no false-alarm rate; the negative controls feed the same runner a broken block and
 a page with python blocks but no prelude.
@@ -44,7 +46,7 @@ PRELUDES = {
         features = rng.integers(0, 2, size=(R * T * 3, 2))
         """
     ),
-    # blocks 1-3 use rng and the HMM sizes and counts the prose assumes (imports: block 0)
+    # blocks 1-4 use rng and the HMM sizes and counts the prose assumes (imports: block 0)
     "docs/user_guide.md": (
         "import numpy as np\nrng = np.random.default_rng(1)\nR, T = 2, 5\n"
         "z = rng.poisson(3.0, size=(R, T))\n"
@@ -56,8 +58,9 @@ PRELUDES = {
 BLOCK_SETUP = {
     ("docs/user_guide.md", 1): (0,),
     ("docs/user_guide.md", 2): (0,),
-    ("docs/user_guide.md", 3): (0,),
-    ("docs/user_guide.md", 4): (0, 1),  # the privacy report of the model of block 1
+    ("docs/user_guide.md", 3): (0, 2),  # the log-likelihood and plots of the Release of block 2
+    ("docs/user_guide.md", 4): (0,),
+    ("docs/user_guide.md", 5): (0, 1),  # the privacy report of the model of block 1
 }
 
 
@@ -74,7 +77,17 @@ def pages_with_python(root=ROOT):
 
 def _exec(source, label, namespace):
     try:
-        exec(compile(source, label, "exec"), namespace)
+        with warnings.catch_warnings():
+            # a docs example uses the current PyMC / ArviZ / PyTensor names (issue 26): a
+            # deprecation warning is an error here, whatever pytest's configuration says
+            warnings.simplefilter("error", DeprecationWarning)
+            warnings.simplefilter("error", FutureWarning)
+            # except Python's own warning that fork() in a multi-threaded process (numba and
+            # PyTensor threads under pytest) may deadlock: pm.sample's cores > 1, not the docs
+            warnings.filterwarnings(
+                "ignore", "This process .* is multi-threaded", category=DeprecationWarning
+            )
+            exec(compile(source, label, "exec"), namespace)
     except Exception as err:
         raise AssertionError(f"{label} raised {err!r}") from err
 
@@ -148,6 +161,32 @@ def test_broken_block_is_reported():
     finally:
         PRELUDES.pop("<control>")
         BLOCK_SETUP.pop(("<control>", 1), None)
+
+
+@pytest.mark.parametrize(
+    ("code", "category"),
+    [
+        ("pm.floatX(1.0)", "DeprecationWarning"),  # moved out of PyMC's root namespace
+        ("from pytensor.graph import basic\nbasic.ancestors([])", "FutureWarning"),
+    ],
+)
+def test_deprecated_name_in_a_block_is_reported(code, category):
+    """Negative control: a block using a deprecated name fails; the current name runs."""
+    text = f"```python\nimport pymc as pm\n{code}\n```\n"
+    PRELUDES["<control>"] = ""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the runner must turn them into errors itself
+            with pytest.raises(
+                AssertionError, match=rf"<control>, block at line 1 raised {category}"
+            ):
+                run_block("<control>", text, 0)
+            current = text.replace("pm.floatX", "pm.pytensorf.floatX").replace(
+                "from pytensor.graph import basic", "from pytensor.graph import traversal as basic"
+            )
+            run_block("<control>", current, 0)
+    finally:
+        PRELUDES.pop("<control>")
 
 
 def test_page_without_prelude_is_reported(tmp_path):
