@@ -268,38 +268,6 @@ def _group_exchangeable(rec, family) -> bool:
     return _broadcasts_along_records(param, family) or _group_index(rec) is not None
 
 
-_GROUP_LOOPS: dict = {}
-
-
-def _group_loop(logpdf):
-    """A compiled loop over draws and components of :func:`count_log_marginal`."""
-    try:
-        return _GROUP_LOOPS[logpdf]
-    except KeyError:
-        pass
-    kernel = count_log_marginal(logpdf)
-
-    @numba.njit
-    def run(family, n, t, C, b, z, params):  # pragma: no cover - compiled
-        out = np.empty(t.shape)
-        for d in range(t.shape[0]):
-            for k in range(t.shape[1]):
-                out[d, k] = kernel(
-                    family,
-                    n[k],
-                    t[d, k],
-                    0.0,
-                    C[k : k + 1],
-                    b[k : k + 1],
-                    z[k : k + 1],
-                    params[k : k + 1],
-                )
-        return out
-
-    _GROUP_LOOPS[logpdf] = run
-    return run
-
-
 def _group_values(gp, model, posterior):
     """``log p(z_k | theta)`` per draw and component, shape (chain, draw, *release shape)."""
     rec, rel = gp.rv, gp.release
@@ -337,15 +305,19 @@ def _group_values(gp, model, posterior):
     if gp.family == "poisson":
         t = t * gp.n[None, :]
     rarr = release_arrays(model, [rel])
-    vals = _group_loop(rarr.logpdf)(
-        _GROUP_FAMILIES[gp.family],
-        np.ascontiguousarray(gp.n, dtype=np.int64),
-        np.ascontiguousarray(t),
-        np.ascontiguousarray(gp.C),
-        np.ascontiguousarray(gp.b),
-        np.ascontiguousarray(rarr.z),
-        np.ascontiguousarray(rarr.params),
-    )
+    run = _batched(rarr.logpdf)  # the compiled loop over draws, once per component
+    family = _GROUP_FAMILIES[gp.family]
+    vals = np.empty_like(t)
+    for k in range(len(gp.C)):
+        vals[:, k] = run(
+            family,
+            int(gp.n[k]),
+            np.ascontiguousarray(t[:, k]),
+            gp.C[k : k + 1].copy(),
+            gp.b[k : k + 1].copy(),
+            rarr.z[k : k + 1].copy(),
+            np.ascontiguousarray(rarr.params[k : k + 1]),
+        )
     if np.any(np.isnan(vals)):
         d = int(np.flatnonzero(np.isnan(vals).any(axis=1))[0])
         raise ValueError(
