@@ -27,7 +27,7 @@ competence claims only variables that feed a pymc_dp node, so ordinary models sa
 """
 
 from pymc_dp.accounting import compose, zcdp_to_approx_dp
-from pymc_dp.diagnostics import install_convergence_hook, statistic_trace
+from pymc_dp.diagnostics import install_convergence_hook, plot_release_ppc, statistic_trace
 from pymc_dp.distributions.bessel import Bessel
 from pymc_dp.distributions.discrete_laplace import DiscreteLaplace
 from pymc_dp.distributions.discrete_normal import DiscreteNormal
@@ -112,6 +112,7 @@ __all__ = [
     "attach_privacy",
     "compose",
     "compute_log_likelihood",
+    "plot_release_ppc",
     "privacy_report",
     "prove_sensitivity",
     "register_marginal",
