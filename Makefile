@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: notebooks demo test test-slow fuzz lint format bench clean venv docs
+.PHONY: notebooks demo test test-slow fuzz lint format bench clean venv docs docs-test
 
 venv: $(STAMP)
 
@@ -37,13 +37,22 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 # the Sphinx site, warnings as errors; needs the docs extra: $(PY) -m pip install -e ".[dev,docs]".
-# -E and fresh API stubs: an incremental build would not repeat the warnings of unchanged pages.
+# -E and fresh API stubs: an incremental build would not repeat the warnings of unchanged pages;
+# a fresh output folder: viewcode keeps a stale source page (old layout, old links) otherwise.
 docs: $(STAMP)
 	@$(PY) -c "import importlib, sphinx, pydata_sphinx_theme, myst_nb, numpydoc; \
 	  importlib.import_module('sphinx-mathjax-offline')" 2>/dev/null \
 	  || $(PY) -m pip install --quiet -e ".[dev,docs]"
-	rm -rf docs/api/generated
+	rm -rf docs/api/generated docs/_build/html
 	$(PY) -m sphinx -E -W --keep-going -b html docs docs/_build/html
+
+# after `make docs`: the built site in headless Chromium (formulas typeset offline, navigation on
+# every page). Debian's chromium package is installed when missing (needs root, as CI has).
+docs-test: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	       --no-install-recommends chromium; }
+	PYMC_DP_DOCS_SITE_REQUIRED=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_docs_site.py
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
