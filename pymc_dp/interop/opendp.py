@@ -30,22 +30,33 @@ Noise laws (OpenDP 0.16, integer carrier types):
   pmdp's :class:`~pymc_dp.mechanisms.discrete_gaussian.DiscreteGaussian`, ρ-zCDP with
   :math:`\rho = \Delta_2^2 / (2 b^2)`.
 
+Floats (``T=float``) with an explicit grid ``k``. OpenDP rounds the input to the grid
+:math:`g = 2^k` (to nearest, ties up: exactly pmdp's :func:`~pymc_dp.mechanisms.discretized.snap`,
+checked on thousands of inputs in the tests) and adds discrete Laplace or Gaussian noise of scale
+:math:`b / g` grid steps: pmdp's :class:`~pymc_dp.mechanisms.discretized.Discretized` with that
+grid. The observed value is then returned in grid units (int64,
+:meth:`~pymc_dp.mechanisms.discretized.Discretized.to_units`), and a model conditions on it with
+``pmdp.Release(name, mech.snap_pt(statistic), mech.base, observed=units)``.
+
 The check. The adapter evaluates OpenDP's privacy map ``measurement.map(d_in)`` and pmdp's
 guarantee of the mechanism it built (``epsilon`` for ``MaxDivergence``, ``rho`` for
-``ZeroConcentratedDivergence``) and raises ``ValueError`` unless they agree to
-:data:`OPENDP_RTOL` relative. Both libraries round up; the tolerance covers pmdp's rational
+``ZeroConcentratedDivergence``). For integers they must agree to :data:`OPENDP_RTOL` relative,
+else ``ValueError``. Both libraries round up; the tolerance covers pmdp's rational
 representation of the law it samples (a discrete Gaussian's :math:`\sigma^2` is the nearest
-rational from above that the exact int64 sampler takes, relative excess below 2e-8). A
-mechanism the user built (``mechanism=``) is checked the same way: same family, same noise law,
-and (if it states a guarantee) the same guarantee, else ``ValueError`` naming ``mechanism``.
+rational from above that the exact int64 sampler takes, relative excess below 2e-8). For floats
+the two libraries account for the rounding differently: OpenDP's map charges the sensitivity plus
+one grid step (:math:`d + g`), pmdp's guarantee :math:`\lceil d/g \rceil` grid steps (the exact
+worst case, see :mod:`pymc_dp.mechanisms.discretized`). The adapter keeps pmdp's guarantee and
+checks that OpenDP's map lies between it and pmdp's map one grid step further (equal to the
+latter when ``d`` is a multiple of ``g``). A mechanism the user built (``mechanism=``) is
+checked the same way: same family, same noise law (and grid), and (if it states one) the same
+guarantee, else ``ValueError`` naming ``mechanism``.
 
 What is refused, and why (each with a ``ValueError`` naming the argument):
 
-* OpenDP's floating-point mechanisms (float carrier types). Their input is rounded to the grid
-  :math:`2^k` and their privacy map adds one grid step to the sensitivity; without an explicit
-  ``k`` the grid is far below anything pmdp models. This adapter does not model them yet:
-  release an integer statistic, or make the release with
-  :class:`~pymc_dp.mechanisms.discretized.Discretized`, whose likelihood is exact.
+* OpenDP's floating-point mechanisms without an explicit ``k`` (their default grid is far finer
+  than anything pmdp models), on ``f32``, or on float vectors (not read yet); noise scales
+  outside what pmdp's exact samplers take.
 * Unsigned carrier types (``T="u32"``): OpenDP's addition saturates at 0, so a count near 0
   is released censored, not with additive noise; use a signed type (``T="i32"``/``"i64"``).
 * A released value at the minimum or maximum of a signed carrier type (e.g. ``2**31 - 1`` for
@@ -81,6 +92,7 @@ import numpy as np
 from pymc_dp._validation import as_release_values
 from pymc_dp.mechanisms.base import Mechanism, as_integer_sensitivity
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
+from pymc_dp.mechanisms.discretized import Discretized, as_grid
 from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = ["OPENDP_RTOL", "from_opendp"]
@@ -193,14 +205,17 @@ def _carrier(core, spec) -> tuple[str, bool, int | None]:
     return elem, vector, size
 
 
-def _check_carrier(elem: str, function: str) -> None:
+def _check_carrier(elem: str, function: str, vector: bool, k) -> None:
     if elem.startswith("f"):
-        raise ValueError(
-            f"measurement: OpenDP's {function} on floats ({elem}) rounds its input to the grid "
-            "2**k and adds one grid step to its sensitivity; from_opendp does not model it yet. "
-            "Release an integer statistic (a count, a sum of integers), or make the release with "
-            "pmdp.Discretized(grid=2**k, ...), whose likelihood pmdp models exactly"
-        )
+        if elem != "f64" or vector or k is None:
+            raise ValueError(
+                f"measurement: OpenDP's {function} on floats is read for a single f64 built "
+                f"with an explicit grid k (got {'a vector of ' if vector else ''}{elem}, "
+                f"k={k!r}): without k OpenDP's grid 2**k is far finer than anything pmdp "
+                "models. Pass k= (e.g. k=-10) to OpenDP's constructor, or release an integer "
+                "statistic"
+            )
+        return
     if elem not in _SIGNED:
         raise ValueError(
             f"measurement: OpenDP's {function} on the unsigned type {elem} saturates at 0 (a "
@@ -227,6 +242,72 @@ def _observed(released, elem: str, vector: bool, size: int | None) -> np.ndarray
     return z
 
 
+def _from_float(od, measurement, released, d_in, d_mid, scale, k, mechanism):
+    """An f64 scalar measurement with grid ``2**k``: a :class:`Discretized` release."""
+    function = _spec_core_function(measurement)
+    cls, _, field = _CORES[function]
+    try:
+        grid = as_grid(2.0**k, "k")
+        steps = math.ceil(Fraction(d_mid) / Fraction(grid))
+        units = Fraction(scale) / Fraction(grid)  # OpenDP's scale in grid units
+        if cls is Geometric:
+            mech = Discretized(grid=grid, epsilon=float(steps / units), sensitivity=d_mid)
+        else:
+            rho = float(Fraction(steps) ** 2 / (2 * units**2))
+            mech = Discretized(grid=grid, rho=rho, sensitivity=d_mid)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(
+            f"measurement: OpenDP's {function} with scale {scale!r} and k={k!r} is outside "
+            f"what pmdp.Discretized samples exactly: {err}"
+        ) from err
+    if not _law_mismatch(mech.base, cls, float(units)) <= OPENDP_RTOL:  # pragma: no cover
+        raise ValueError(f"measurement: pmdp's law {mech!r} is not OpenDP's (scale {scale!r})")
+    theirs = float(_opendp_map(od, measurement, d_in, d_in))
+    # OpenDP accounts the rounding as one extra grid step (d_in + 2**k); pmdp's as ceil(d / 2**k)
+    # grid steps, the exact worst case: OpenDP's map lies between pmdp's guarantee and pmdp's
+    # map one grid step further
+    lo = getattr(mech.guarantee(), field)
+    hi = getattr(mech.base.map(mech.base.sensitivity + 1), field)
+    if not (lo <= theirs * (1 + OPENDP_RTOL) and theirs <= hi * (1 + OPENDP_RTOL)):
+        raise ValueError(  # pragma: no cover - a defect of the adapter, not of the input
+            f"measurement: OpenDP's map({d_in!r})={theirs!r} is not within pmdp's [{lo!r}, {hi!r}]"
+        )
+    if mechanism is not None:
+        same = (
+            isinstance(mechanism, Discretized)
+            and mechanism.grid == grid
+            and _law_mismatch(mechanism.base, cls, float(units)) <= OPENDP_RTOL
+        )
+        if not same:
+            raise ValueError(
+                f"mechanism: its noise law differs from OpenDP's (OpenDP: {function} on f64 with "
+                f"scale {scale!r} and grid 2**{k}, i.e. {mech!r}; given: {mechanism!r}); drop "
+                "mechanism= to use the one read from OpenDP"
+            )
+        given = getattr(mechanism.guarantee(), field)
+        if not (lo * (1 - OPENDP_RTOL) <= given <= hi * (1 + OPENDP_RTOL)):
+            raise ValueError(
+                f"mechanism: its guarantee {field}={given!r} does not match OpenDP's privacy "
+                f"map {theirs!r} at d_in={d_in!r} (sensitivity {d_mid!r}); state "
+                f"sensitivity={d_mid!r}"
+            )
+        mech = mechanism
+    z = np.asarray(released)
+    if z.ndim != 0:
+        raise ValueError(f"released must be a single number (a scalar measurement), got {z.shape}")
+    try:
+        return mech, mech.to_units(as_release_values(released, integer=False))
+    except ValueError as err:
+        raise ValueError(f"released: {err}") from err
+
+
+def _spec_core_function(measurement) -> str:
+    spec = _spec(measurement)
+    while spec["__function__"] == "make_chain_mt":
+        spec = _spec(spec["__kwargs__"]["measurement1"])
+    return spec["__function__"]
+
+
 def from_opendp(measurement, released, *, d_in=1, mechanism=None):
     """The pmdp mechanism and observed value of a release made with OpenDP.
 
@@ -239,24 +320,29 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
     ----------
     measurement : opendp.mod.Measurement or opendp.context.Query
         The measurement that made the release: ``dp.m.make_laplace`` or ``dp.m.make_gaussian``
-        on a signed integer scalar or vector, alone or after transformations
+        on a signed integer scalar or vector, or on one f64 with an explicit grid ``k``, alone
+        or after transformations
         (``make_count(...) >> then_laplace(...)``). A Context API query is resolved
         (``query.resolve()``).
-    released : int or array_like of int
-        What ``measurement`` returned: an integer, or a vector for a vector measurement.
+    released : int, float or array_like of int
+        What ``measurement`` returned: an integer, a vector for a vector measurement, or a float
+        on the grid ``2**k``.
     d_in : int or float, default 1
         The privacy unit in the measurement's input metric (e.g. 1: one record added or
         removed, for ``symmetric_distance``).
-    mechanism : pymc_dp mechanism, optional
+    mechanism : pymc_dp mechanism or Discretized, optional
         A mechanism you built yourself: it is checked against OpenDP (same noise law and, if it
         states one, the same guarantee) and returned in place of the adapter's.
 
     Returns
     -------
-    (Mechanism, numpy.ndarray)
+    (Mechanism or Discretized, numpy.ndarray)
         The mechanism (``Geometric`` or ``DiscreteGaussian``, sensitivity = OpenDP's map of
         ``d_in`` through the transformations) and the release as int64 (0-d or 1-d), ready for
-        ``pmdp.Release(name, statistic, mechanism, observed=...)`` or ``pmdp.Privatized``.
+        ``pmdp.Release(name, statistic, mechanism, observed=...)`` or ``pmdp.Privatized``. For
+        a float measurement: a ``Discretized`` (grid ``2**k``) and the release in grid units
+        (0-d int64), for ``pmdp.Release(name, mech.snap_pt(statistic), mech.base,
+        observed=...)``.
 
     Raises
     ------
@@ -280,6 +366,11 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
     >>> mech, z = from_opendp(meas, meas(10), d_in=2)
     >>> mech.sigma, mech.sensitivity, mech.guarantee().rho == meas.map(2)
     (2.0, 2, True)
+    >>> f = dp.m.make_laplace(dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float),
+    ...                       scale=1.0, k=-3)
+    >>> d, units = from_opendp(f, 0.625)
+    >>> d.grid, int(units), d.guarantee().epsilon, f.map(1.0)  # OpenDP: (1 + 2**-3) / 1
+    (0.125, 5, 1.0, 1.125)
     >>> from_opendp(meas, 12, mechanism=pmdp.DiscreteGaussian(sigma=2.1, sensitivity=1))
     Traceback (most recent call last):
     ...
@@ -294,7 +385,7 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
         raise TypeError(
             f"measurement must be an OpenDP Measurement (or Context query), got {measurement!r}"
         )
-    if mechanism is not None and not isinstance(mechanism, Mechanism):
+    if mechanism is not None and not isinstance(mechanism, Mechanism | Discretized):
         raise TypeError(f"mechanism must be a pymc_dp mechanism or None, got {mechanism!r}")
     d_in = _as_d_in(d_in)
     core, spec, d_mid = _follow_chain(od, measurement, d_in)
@@ -308,7 +399,7 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
     cls, measure, field = _CORES[function]
     kwargs = spec["__kwargs__"]
     elem, vector, size = _carrier(core, spec)
-    _check_carrier(elem, function)
+    _check_carrier(elem, function, vector, kwargs.get("k"))
     if str(kwargs.get("MO", measure)) != measure or str(measurement.output_measure) != measure:
         raise ValueError(
             f"measurement: {function} with output measure {measurement.output_measure} is not "
@@ -318,6 +409,8 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
     if not (isinstance(scale, float | int) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"measurement: OpenDP's scale must be finite and > 0, got {scale!r}")
     scale = float(scale)
+    if elem == "f64":
+        return _from_float(od, measurement, released, d_in, d_mid, scale, kwargs["k"], mechanism)
     sens = as_integer_sensitivity(d_mid)
     mech = _build(cls, scale, sens)
     theirs = float(_opendp_map(od, measurement, d_in, d_in))

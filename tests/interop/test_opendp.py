@@ -42,6 +42,7 @@ from scipy import special, stats
 import pymc_dp as pmdp
 from pymc_dp import interop
 from pymc_dp.interop import OPENDP_RTOL, from_opendp
+from pymc_dp.mechanisms.discretized import snap
 from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof, grid_posterior_check
 
 dp = pytest.importorskip(
@@ -151,6 +152,79 @@ def test_opendp_draws_follow_the_pmdp_law(make, scale, n):
     assert_rejects(chisquare_gof(draws, wrong.logpdf), what="scale x 1.05")
 
 
+# ---- floats with an explicit grid 2**k: pmdp.Discretized -----------------------------------
+
+
+@pytest.mark.parametrize("make", [dp.m.make_laplace, dp.m.make_gaussian])
+@pytest.mark.parametrize("k", [-10, -3, 0, 2])
+@pytest.mark.parametrize("d_in", [1.0, 0.3, 3.0])
+def test_float_guarantee_brackets_opendp_map(make, k, d_in):
+    """OpenDP's map charges the rounding one grid step (d_in + 2**k); pmdp's guarantee charges
+    ceil(d_in / 2**k) steps (the exact worst case): OpenDP's lies between it and pmdp's map one
+    step further, and equals the latter when d_in is on the grid."""
+    meas = _float_meas(make, 1.5, k)
+    mech, units = from_opendp(meas, meas(0.3), d_in=d_in)
+    assert isinstance(mech, pmdp.Discretized) and mech.grid == 2.0**k
+    field = "epsilon" if make is dp.m.make_laplace else "rho"
+    theirs = meas.map(d_in)
+    lo = getattr(mech.guarantee(), field)
+    hi = getattr(mech.base.map(mech.base.sensitivity + 1), field)
+    assert lo <= theirs * (1 + OPENDP_RTOL) and theirs <= hi * (1 + OPENDP_RTOL)
+    if (d_in / 2.0**k).is_integer():
+        assert math.isclose(theirs, hi, rel_tol=OPENDP_RTOL)
+    # the noise law in grid units: scale 1.5 / 2**k
+    if field == "epsilon":
+        assert math.isclose(-mech.base.log_alpha, 2.0**k / 1.5, rel_tol=1e-15)
+    else:
+        assert math.isclose(mech.base.sigma, 1.5 / 2.0**k, rel_tol=OPENDP_RTOL)
+    assert units.dtype == np.int64 and units.shape == ()
+
+
+@pytest.mark.parametrize("k", [-20, -3, 0, 2])
+def test_float_rounding_is_pmdp_snap(rng, k):
+    """OpenDP's rounding of the input to the grid is pmdp's ``snap`` (ties up), on 5,500 inputs
+    (ties and their float neighbours among them): with scale 1e-6 grid steps the noise is 0
+    except with probability below 2 exp(-1e6). Deterministic given the inputs: no rate."""
+    g = 2.0**k
+    ties = (rng.integers(-1000, 1000, 1000) + 0.5) * g
+    near = [np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf)]
+    x = np.concatenate([rng.normal(0.0, 50 * g, 2000), ties, *near, rng.integers(-9, 9, 500) * g])
+    meas = _float_meas(dp.m.make_laplace, g * 1e-6, k, size=x.size)
+    out = np.asarray(meas(list(x)), dtype=np.float64)
+    assert np.array_equal(out, snap(x, g) * g)
+    # control: rounding half away from zero (or floor(u + 0.5) in floats) differs at the ties
+    assert not np.array_equal(out, np.sign(x) * np.floor(np.abs(x) / g + 0.5) * g)
+
+
+@pytest.mark.parametrize("make", [dp.m.make_laplace, dp.m.make_gaussian])
+def test_float_noise_follows_the_pmdp_law(make):
+    """χ² (rate 1e-6) of OpenDP's float noise in grid units (input 0, grid 2**-3, scale 0.25:
+    2 grid units) against the pmdp base law; negative control: scale x 1.05 rejected (power as
+    in the integer test)."""
+    n = 60_000 if make is dp.m.make_laplace else 40_000
+    vec = _float_meas(make, 0.25, -3, size=n)
+    draws = np.asarray(vec([0.0] * n), dtype=np.float64) * 8.0
+    assert np.array_equal(draws, np.round(draws))
+    mech, _ = from_opendp(_float_meas(make, 0.25, -3), 0.0)
+    assert_gof(chisquare_gof(draws.astype(np.int64), mech.base.logpdf), what="OpenDP float noise")
+    wrong, _ = from_opendp(_float_meas(make, 0.25 * 1.05, -3), 0.0)
+    assert_rejects(chisquare_gof(draws.astype(np.int64), wrong.base.logpdf), what="x 1.05")
+
+
+def test_float_mechanism_checked():
+    meas = _float_meas(dp.m.make_laplace, 2.0, -3)
+    mine = pmdp.Discretized(grid=0.125, epsilon=0.5, sensitivity=1.0)
+    assert from_opendp(meas, 0.25, mechanism=mine)[0] is mine
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(meas, 0.25, mechanism=pmdp.Discretized(grid=0.25, epsilon=0.5))
+    with pytest.raises(ValueError, match="mechanism: its noise law differs"):
+        from_opendp(meas, 0.25, mechanism=pmdp.Geometric(epsilon=0.5))
+    with pytest.raises(ValueError, match="mechanism: its guarantee epsilon"):
+        from_opendp(
+            meas, 0.25, mechanism=pmdp.Discretized(grid=0.125, epsilon=1.0, sensitivity=2.0)
+        )
+
+
 # ---- refusals ------------------------------------------------------------------------------------
 
 
@@ -174,12 +248,27 @@ def test_mismatched_mechanism_is_refused():
         from_opendp(g, 1, mechanism=pmdp.DiscreteGaussian(sigma=3.0 * 1.0001, sensitivity=1))
 
 
-def test_float_unsigned_and_saturated_releases_are_refused():
-    f = dp.m.make_laplace(
-        dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0, k=-3
-    )
-    with pytest.raises(ValueError, match=r"measurement: OpenDP's make_laplace on floats.*2\*\*k"):
-        from_opendp(f, f(0.3))
+def _float_meas(make, scale, k, size=None):
+    domain = dp.atom_domain(T=float, nan=False)
+    if size is None:
+        return make(domain, dp.absolute_distance(T=float), scale=scale, k=k)
+    metric = dp.l1_distance(T=float) if make is dp.m.make_laplace else dp.l2_distance(T=float)
+    return make(dp.vector_domain(domain, size=size), metric, scale=scale, k=k)
+
+
+def test_unmodelled_float_unsigned_and_saturated_releases_are_refused():
+    no_k = _float_meas(dp.m.make_laplace, 1.0, None)
+    with pytest.raises(ValueError, match=r"measurement: .*explicit grid k .*k=None"):
+        from_opendp(no_k, no_k(0.3))
+    vec = _float_meas(dp.m.make_laplace, 1.0, -3, size=2)
+    with pytest.raises(ValueError, match=r"measurement: .*got a vector of f64"):
+        from_opendp(vec, [0.0, 0.0])
+    f = _float_meas(dp.m.make_laplace, 1.0, -3)
+    with pytest.raises(ValueError, match="released: released must be multiples of the grid"):
+        from_opendp(f, 0.3)
+    tiny = _float_meas(dp.m.make_laplace, 1e-6, 0)  # noise 0 but with probability e^-1e6
+    with pytest.raises(ValueError, match=r"measurement: .* outside what pmdp\.Discretized samples"):
+        from_opendp(tiny, 1.0)
     u = dp.m.make_laplace(dp.atom_domain(T="u32"), dp.absolute_distance(T="u32"), scale=1.0)
     with pytest.raises(ValueError, match="unsigned type u32 saturates at 0"):
         from_opendp(u, 0)
