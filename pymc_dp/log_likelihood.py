@@ -32,10 +32,29 @@ noise (one component)           s^2)``, ``d = z - m``, ``lam = 1/scale``: ``log(
 A Release is one observation (its components are jointly distributed): one value per draw.
 Several Releases (one per group) are several observations; :func:`stack_log_likelihood`
 puts them in one variable so that ``az.loo`` and ``az.compare`` see them as pointwise values.
-A Release whose density given the parameters has no closed form here (records with
-covariates, a clamped or weighted sum, several record variables, several releases of the same
-records, more than two categories) is refused with ``ValueError``: never a silent conditional
-value. Every other observed variable (``Privatized``, plain observations) goes through
+
+**Per-group vector releases** (issue 26). A vector Release of per-group counts of one record
+variable, ``T_k = C_k + b_k sum_{i in G_k} x_i`` over disjoint groups ``G_k`` (e.g.
+``pt.stack([x[g == k].sum() for k in range(K)])`` or a one-hot table sum), with Bernoulli
+records of parameter ``q`` or ``q[g]`` (``g`` a fixed index, constant inside each group) or
+Poisson records likewise, has independent components given the parameters: component ``k``
+gets its own exact value ``log sum_S f(S | n_k, theta_k) eta(z_k - C_k - b_k S)``
+(``Binomial(n_k, q_k)`` or ``Poisson(n_k mu_k)``), dims ``(chain, draw, *release shape)``,
+so ``az.loo`` treats the groups as the observations. The linear map is found numerically
+(one evaluation per record) and checked exactly at all-maximal, large and random records;
+components that share a record are refused (they are one observation).
+
+**Monte Carlo** (issue 26). A Release with no closed form (a clamped or weighted sum, records
+with covariates, a non-linear statistic) gets, when ``n_simulations`` is given, the estimator
+``log (1/S) sum_s eta(z | T(x_s))`` with ``x_s`` drawn from the records' law given the
+parameters of each draw (unbiased for ``p(z | theta)``; its log is biased by about
+``-MCSE^2 / 2``), and its delta-method standard error ``sd(w) / (mean(w) sqrt(S))`` per draw.
+It requires that no variable other than the Release read the records.
+
+Otherwise a Release whose density given the parameters has no closed form here (several
+record variables, several releases of the same records, more than two categories, or any of
+the above without ``n_simulations``) is refused with ``ValueError``: never a silent
+conditional value. Every other observed variable (``Privatized``, plain observations) goes through
 :func:`pymc.compute_log_likelihood`; when latent records are absent from the posterior (not
 stored) and the variable's log-density does not read them, its log-density is compiled on
 the value variables it reads only.
@@ -221,13 +240,19 @@ def _group_plan(model, rel, rec):
         np.abs(coef[group >= 0] - b[group[group >= 0]]) > _RTOL * np.abs(b[group[group >= 0]])
     ):
         return "a weighted sum (records of one component enter with different weights)"
-    rng = np.random.default_rng(0)  # fixed test points of an exact identity, not a margin
+    # fixed test points of an exact identity (not a margin): all records at their largest
+    # (Bernoulli) or large (Poisson) value, where a clamp on a group's total bites, and
+    # random records
+    rng = np.random.default_rng(0)
+    top = 1 if family == "bernoulli" else 1000
+    points = [np.full(n_rec, top), np.full(n_rec, 7 * (family != "bernoulli") + 1)]
     for _ in range(3):
         if family == "bernoulli":
-            xr_ = rng.integers(0, 2, size=n_rec)
+            points.append(rng.integers(0, 2, size=n_rec))
         else:
-            xr_ = rng.poisson(rng.uniform(0.5, 20.0), size=n_rec)
-        used = group >= 0
+            points.append(rng.poisson(rng.uniform(0.5, 20.0), size=n_rec))
+    used = group >= 0
+    for xr_ in points:
         sums = np.bincount(group[used], weights=xr_[used], minlength=K)
         want = C + b * sums
         got = np.asarray(fn(xr_.astype(value.dtype)), dtype=np.float64)
@@ -331,6 +356,9 @@ def _group_values(gp, model, posterior):
 # ---------------------------------------------------------------- Monte Carlo marginal
 
 
+_MIN_WEIGHT_ESS = 100.0
+
+
 @dataclass(frozen=True, eq=False)
 class _MCPlan:
     """A Release whose marginal given the parameters is estimated by simulation."""
@@ -367,7 +395,7 @@ def _mc_values(mp, model, posterior, seed):
     fn = compile_pymc(needed, logp_s, random_seed=seed)
     cols = [_stacked(posterior, v.name, v.dtype) for v in needed]
     n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
-    est, se = np.empty(n_draws), np.empty(n_draws)
+    est, se, ess = np.empty(n_draws), np.empty(n_draws), np.empty(n_draws)
     for d in range(n_draws):  # one vectorized batch of S simulated record sets per draw
         lw = np.asarray(fn(*[c[d] for c in cols]), dtype=np.float64)
         if np.any(np.isnan(lw)):
@@ -377,13 +405,27 @@ def _mc_values(mp, model, posterior, seed):
             )
         top = np.max(lw)
         if not np.isfinite(top):
-            est[d], se[d] = -np.inf, np.inf
-            continue
+            raise ValueError(
+                f"Release {rel.name!r}: none of the n_simulations={S} simulated statistics "
+                f"at draw {d} (flattened over chains) can produce the released value (zero "
+                "noise density): increase n_simulations, or check that the release is "
+                "possible under the model"
+            )
         w = np.exp(lw - top)
         mean = w.mean()
+        ess[d] = mean * mean * S / np.mean(w * w)
         est[d] = top + math.log(mean)
         # delta method: sd(log mean w) = sd(w) / (mean(w) sqrt(S))
         se[d] = w.std(ddof=1) / (mean * math.sqrt(S)) if S > 1 else np.inf
+    if np.min(ess) < _MIN_WEIGHT_ESS:
+        d = int(np.argmin(ess))
+        warnings.warn(
+            f"Release {rel.name!r}: at draw {d} the simulated noise densities have an effective "
+            f"sample size of {ess[d]:.0f} out of n_simulations={S}; its Monte Carlo standard "
+            "error is itself unreliable: increase n_simulations",
+            UserWarning,
+            stacklevel=3,
+        )
     shape = (posterior.sizes["chain"], posterior.sizes["draw"])
     return est.reshape(shape), se.reshape(shape)
 
@@ -613,10 +655,22 @@ def compute_log_likelihood(
         group as an ``xarray.Dataset``.
     progressbar : bool, default False
         Passed to PyMC for the non-Release variables.
+    n_simulations : int, optional
+        Simulated record sets per draw for the Monte Carlo estimate of Releases without a
+        closed form (module docstring); default None: such Releases are refused. Each
+        estimate's standard error is written to the group ``log_likelihood_mcse`` (dims
+        ``chain, draw``; with ``extend_inferencedata=False``, to the Dataset's
+        ``attrs["mcse"]``), and the variable's attrs hold ``n_simulations`` and ``mcse_max``.
+        A ``UserWarning`` says when the simulated weights' effective sample size falls
+        below 100 at some draw (the standard error is then itself unreliable).
+    random_seed : int, optional
+        Seed of the simulations.
 
     Returns
     -------
     xarray.DataTree or xarray.Dataset
+        Per-group vector Releases have dims ``(chain, draw, *release dims)``, one value per
+        component; other Releases ``(chain, draw)``.
 
     Raises
     ------
@@ -647,6 +701,26 @@ def compute_log_likelihood(
     >>> ref = np.log(np.sum(stats.binom.pmf(s, 20, 0.3) * np.exp(-np.abs(8 - s) / 2) / 4))
     >>> bool(abs(float(ll["z"][0, 0]) - ref) < 1e-12)
     True
+
+    Per-group counts give one value per group; a clamped count a Monte Carlo value with its
+    standard error:
+
+    >>> import pytensor.tensor as pt
+    >>> g = np.array([0, 0, 1, 1, 1])
+    >>> with pm.Model() as m2:
+    ...     p = pm.Beta("p", 2.0, 2.0)
+    ...     x = pm.Bernoulli("x", p, shape=5)
+    ...     stat = pt.stack([x[g == 0].sum(), x[g == 1].sum()])
+    ...     _ = pmdp.Release("zg", stat, pmdp.Laplace(scale=1.0), observed=[1.0, 2.0])
+    >>> compute_log_likelihood(idata, model=m2, extend_inferencedata=False)["zg"].shape
+    (1, 2, 2)
+    >>> with pm.Model() as m3:
+    ...     p = pm.Beta("p", 2.0, 2.0)
+    ...     x = pm.Bernoulli("x", p, shape=20)
+    ...     _ = pmdp.Release("zc", pt.minimum(x.sum(), 5), pmdp.Laplace(scale=1.0), observed=4.0)
+    >>> out = compute_log_likelihood(idata, model=m3, n_simulations=2000, random_seed=1)
+    >>> out["log_likelihood_mcse"]["zc"].shape
+    (1, 2)
     """
     posterior = _group(
         idata, "posterior", "pass the whole result of pm.sample (not one of its groups)"
