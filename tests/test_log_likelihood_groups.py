@@ -322,3 +322,46 @@ def test_monte_carlo_refusal_without_n_simulations_names_it():
     model, _, _, _ = _clamped()
     with pytest.raises(ValueError, match="n_simulations="):
         compute_log_likelihood(_idata(mu=np.full((1, 2), 1.0)), model=model)
+
+
+def test_clamp_on_a_group_total_is_not_taken_for_a_sum():
+    """Silent-wrong check: a clamp that bites only when a group's total is large (never at
+    random half-full records) is refused without ``n_simulations`` and estimated with it;
+    control: the unclamped release gets the exact per-group values."""
+
+    def build(clamp):
+        with pm.Model() as m:
+            p = pm.Beta("p", 2.0, 2.0)
+            x = pm.Bernoulli("x", p, shape=60)
+            first = pt.minimum(x[:30].sum(), 25) if clamp else x[:30].sum()
+            stat = pt.stack([first, x[30:].sum()])
+            pmdp.Release("z", stat, pmdp.Laplace(scale=1.0), observed=[20.0, 14.0])
+        return m
+
+    post = _idata(p=np.full((1, 2), 0.6))
+    with pytest.raises(ValueError, match="n_simulations="):
+        compute_log_likelihood(post, model=build(True))
+    out = compute_log_likelihood(post, model=build(True), n_simulations=2000, random_seed=3)
+    assert out["log_likelihood"]["z"].dims == ("chain", "draw")  # one value: Monte Carlo
+    ll = compute_log_likelihood(post, model=build(False), extend_inferencedata=False)
+    assert ll["z"].dims == ("chain", "draw", "z_dim_0")
+
+
+def test_few_simulations_warn_that_the_mcse_is_unreliable():
+    """Fewer than 100 effective simulated weights: a UserWarning (the 20 000-simulation test
+    above runs with warnings as errors, so it asserts the absence of this warning)."""
+    model, var, draws, _ = _clamped()
+    with pytest.warns(UserWarning, match="effective sample size"):
+        compute_log_likelihood(
+            _idata(**{var: draws[None]}), model=model, n_simulations=50, random_seed=0
+        )
+
+
+def test_pm_compute_log_likelihood_routes_group_releases():
+    """``pm.compute_log_likelihood`` (wrapped at import) gives the per-group exact values."""
+    model, var, draws, ref = _bernoulli_groups()
+    post = _idata(**{var: draws[None]})
+    with model:
+        ll = pm.compute_log_likelihood(post, extend_inferencedata=False, progressbar=False)
+    want = np.array([ref(d, 1.0) for d in draws])
+    np.testing.assert_allclose(ll["z"].values[0], want, rtol=0, atol=1e-10)
