@@ -146,49 +146,60 @@ def _resolve(modname, qualname):
     return obj
 
 
-def _viewcode_backlinks(app):
+def _viewcode_backlinks(app, env):
     """Point every ``[docs]`` link of a highlighted source page at an anchor that exists.
 
     sphinx.ext.viewcode builds the link from the first module name an object was documented under
-    and the last page it was seen on. A name exported by both ``pymc_dp`` and a sub-package is
-    documented twice (the second page with ``:no-index:``), so the two disagree and the link
-    misses. For each source module, keep the prefix under which most of its names are indexed,
-    send each such name to the page that indexes it, and drop the back-link of any other name
-    (its source is still shown).
+    (one per source module) and the last page it was seen on. A name exported by both ``pymc_dp``
+    and a sub-package is documented twice (the second page with ``:no-index:``), so the two
+    disagree and the link misses. Here each name is sent to the page that indexes it, and where
+    its indexed name differs from the module's link prefix, that page gets the linked name as a
+    second anchor (``_viewcode_aliases``, added by :func:`_add_viewcode_aliases`).
     """
-    objects = app.env.domains["py"].objects
-    for modname, entry in getattr(app.env, "_viewcode_modules", {}).items():
+    objects = env.domains["py"].objects
+    by_name = {}
+    for fullname, obj in objects.items():
+        if obj.node_id == fullname:
+            by_name.setdefault(fullname.rsplit(".", 1)[-1], []).append(fullname)
+    aliases = {}
+    for modname, entry in getattr(env, "_viewcode_modules", {}).items():
         if not entry:
             continue
-        code, tags, used, refname = entry
-        prefixes = {}
+        used, refname = entry[2], entry[3]  # (code, tags, used, refname)
+        indexed = {}
         for name in used:
             target = _resolve(modname, name)
-            for fullname, obj in objects.items():
+            if target is None:
+                continue
+            for fullname in sorted(by_name.get(name.rsplit(".", 1)[-1], ())):
                 prefix = fullname[: -len(name) - 1]
-                if (
-                    fullname.endswith("." + name)
-                    and obj.node_id == fullname
-                    and target is not None
-                    and _resolve(prefix, name) is target
-                ):
-                    prefixes.setdefault(prefix, set()).add(name)
-        if not prefixes:
-            used.clear()
-            continue
-        best = max(sorted(prefixes), key=lambda p: (len(prefixes[p]), p == refname))
-        for name in list(used):
-            if name in prefixes[best]:
-                used[name] = objects[f"{best}.{name}"].docname
-            else:
-                del used[name]
-        app.env._viewcode_modules[modname] = (code, tags, used, best)
-    return []  # an html-collect-pages handler yields pages; this one only corrects viewcode's
+                if fullname.endswith("." + name) and _resolve(prefix, name) is target:
+                    indexed[name] = fullname
+                    break
+        for name, fullname in indexed.items():
+            used[name] = objects[fullname].docname
+            link = f"{refname}.{name}"
+            if link != fullname:
+                aliases.setdefault(used[name], {}).setdefault(fullname, []).append(link)
+    env._viewcode_aliases = aliases
+
+
+def _add_viewcode_aliases(app, doctree, docname):
+    """Give an indexed signature the extra anchors that source-page back-links use."""
+    extra = getattr(app.env, "_viewcode_aliases", {}).get(docname)
+    if not extra:
+        return
+    from sphinx import addnodes
+
+    for signode in doctree.findall(addnodes.desc_signature):
+        for node_id in list(signode["ids"]):
+            signode["ids"].extend(a for a in extra.get(node_id, ()) if a not in signode["ids"])
 
 
 def setup(app):
     # before numpydoc (priority 500) reformats the lines
     app.connect("autodoc-process-docstring", _data_docstring, priority=100)
     app.connect("autodoc-process-signature", _class_signature)
-    # before sphinx.ext.viewcode's own handler (priority 500) writes the source pages
-    app.connect("html-collect-pages", _viewcode_backlinks, priority=400)
+    # after reading (viewcode's records complete), before any page is written
+    app.connect("env-updated", _viewcode_backlinks)
+    app.connect("doctree-resolved", _add_viewcode_aliases)

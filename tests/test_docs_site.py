@@ -14,6 +14,7 @@ whose MathJax script is missing keeps its raw TeX and is flagged, and a page wit
 is flagged.
 """
 
+import html
 import os
 import re
 import shutil
@@ -237,3 +238,42 @@ def test_pages_load_nothing_remote():
     # negative control: the same checks see the CDN script the site used to load, and a bare page
     assert _REMOTE.search('<script defer src="https://cdn.example.org/mathjax/tex-chtml.js">')
     assert 'class="bd-docs-nav' not in "<html><body><p>bare</p></body></html>"
+
+
+_IDS = re.compile(r'\bid="([^"]+)"')
+_SOURCE_LINK = re.compile(r'href="([^"#]*_modules/[^"]*)"')  # an API page's [source] link
+_DOCS_LINK = re.compile(r'href="([^"]+)"[^>]*>\[docs\]')  # a source page's [docs] back-link
+
+
+def _broken_links(pages, pattern, site):
+    """Links (page, href) matched by ``pattern`` whose page or anchor does not exist."""
+    ids, broken = {}, []
+    for page in pages:
+        for href in pattern.findall(page.read_text("utf-8")):
+            path, _, frag = href.partition("#")
+            target = (page.parent / path).resolve()
+            if target not in ids:
+                text = target.read_text("utf-8") if target.is_file() else None
+                ids[target] = None if text is None else set(_IDS.findall(text))
+            if ids[target] is None or (frag and html.unescape(frag) not in ids[target]):
+                broken.append((str(page.relative_to(site)), href))
+    return broken
+
+
+def test_source_and_docs_links_resolve():
+    """Every [source] link and every [docs] back-link lands on an anchor that exists."""
+    site = _site()
+    modules = sorted((site / "_modules").rglob("*.html"))
+    api = sorted((site / "api").rglob("*.html"))
+    assert modules and api
+    assert _broken_links(modules, _DOCS_LINK, site) == []
+    assert _broken_links(api, _SOURCE_LINK, site) == []
+    # negative control: a back-link to an anchor that is not there (the old viewcode output)
+    page = site / "_w_broken_link_control.html"
+    try:
+        page.write_text('<a href="index.html#pymc_dp.no_such_name">[docs]</a>', encoding="utf-8")
+        assert _broken_links([page], _DOCS_LINK, site) == [
+            (page.name, "index.html#pymc_dp.no_such_name")
+        ]
+    finally:
+        page.unlink(missing_ok=True)
