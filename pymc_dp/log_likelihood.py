@@ -171,7 +171,7 @@ def _release_plan(model, rel, n_simulations=None):
 
 
 _GROUP_FAMILIES = {"bernoulli": BINOMIAL, "poisson": POISSON}
-_MAX_GROUP_RECORDS = 200_000
+_MAX_GROUP_RECORDS = 20_000  # one statistic evaluation per record: O(N^2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -211,8 +211,13 @@ def _group_plan(model, rel, rec):
         return f"the records are also read by {[r.name for r in readers if r is not rel]}"
     fn = _stat_fn(model, [rec], [rel])
     n_rec = _n_records(model, rec)
-    if fn is None or n_rec is None or n_rec > _MAX_GROUP_RECORDS:
+    if fn is None or n_rec is None:
         return "the statistic reads other variables or the number of records is not fixed"
+    if n_rec > _MAX_GROUP_RECORDS:
+        return (
+            f"{n_rec} records, more than the {_MAX_GROUP_RECORDS} for which the per-group map "
+            "is checked; one record variable and one Release per group is exact at any size"
+        )
     value = model.rvs_to_values[rec]
     x = np.zeros(n_rec, dtype=value.dtype)
     C = np.asarray(fn(x), dtype=np.float64)
@@ -357,6 +362,15 @@ def _group_values(gp, model, posterior):
 
 
 _MIN_WEIGHT_ESS = 100.0
+_MC_CHUNK_VALUES = 4_000_000  # simulated record values held at once
+
+
+def _stacked_shape(model, rv):
+    """The static or current shape of ``rv`` (its records)."""
+    shape = rv.type.shape
+    if all(s is not None for s in shape):
+        return shape
+    return tuple(pytensor.function([], rv.shape)())
 
 
 @dataclass(frozen=True, eq=False)
@@ -387,8 +401,10 @@ def _mc_values(mp, model, posterior, seed):
     umodel = remove_value_transforms(model)
     rec, rel = umodel[mp.rv.name], umodel[mp.release.name]
     S = mp.n_simulations
+    n_rec = max(1, int(np.prod(_stacked_shape(umodel, rec))))
+    chunk = max(1, min(S, _MC_CHUNK_VALUES // n_rec))  # simulated record sets per call
     logp = pt.sum(umodel.logp(vars=[rel], sum=False)[0])
-    sim = change_dist_size(rec, new_size=(S,), expand=True)
+    sim = change_dist_size(rec, new_size=(chunk,), expand=True)
     (sim,) = umodel.replace_rvs_by_values([sim])
     logp_s = vectorize_graph(logp, replace={umodel.rvs_to_values[rec]: sim})
     needed = [v for v in umodel.value_vars if v in set(graph_inputs([logp_s]))]
@@ -397,7 +413,10 @@ def _mc_values(mp, model, posterior, seed):
     n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
     est, se, ess = np.empty(n_draws), np.empty(n_draws), np.empty(n_draws)
     for d in range(n_draws):  # one vectorized batch of S simulated record sets per draw
-        lw = np.asarray(fn(*[c[d] for c in cols]), dtype=np.float64)
+        args = [c[d] for c in cols]
+        lw = np.concatenate(
+            [np.asarray(fn(*args), dtype=np.float64) for _ in range(-(-S // chunk))]
+        )[:S]
         if np.any(np.isnan(lw)):
             raise ValueError(
                 f"Release {rel.name!r}: the noise log-density of a simulated statistic is NaN "
