@@ -92,6 +92,7 @@ from pymc_dp.step_methods.collapse_plan import (
     _RTOL,
     _broadcasts_along_records,
     _n_records,
+    _noise_ok,
     _readers,
     _stat_fn,
     collapse_plan,
@@ -209,6 +210,8 @@ def _group_plan(model, rel, rec):
     readers = _readers(model, rec)
     if readers != [rel]:
         return f"the records are also read by {[r.name for r in readers if r is not rel]}"
+    if not _noise_ok(model, family, [rel]):
+        return "a noise the exact per-component sum does not take"
     fn = _stat_fn(model, [rec], [rel])
     n_rec = _n_records(model, rec)
     if fn is None or n_rec is None:
