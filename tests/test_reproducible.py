@@ -28,6 +28,16 @@ SCRIPT = Path(__file__).resolve()
 TIMING_STATS = ("perf_counter", "process_time", "sampling_time")
 
 DRAWS, TUNE, CHAINS = 20, 20, 2
+FAMILIES = (
+    "data_augmentation",
+    "collapsed_records",
+    "count_augmentation",
+    "ffbs",
+    "conjugate_interweave",
+    "poisson_factor",
+    "soma",
+    "noisy_size",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +110,23 @@ def _models():
             )
         return m
 
+    def soma():
+        # Explicit steps: DataAugmentation(method="soma") with ConjugateGibbs.
+        with pm.Model() as m:
+            p = pm.Beta("p", f64(1.0), f64(1.0))
+            x = pm.Bernoulli("x", p=p, shape=8)
+            pmdp.Release(
+                "z", x.sum(), pmdp.Laplace(epsilon=1.0, sensitivity=1.0), observed=f64(3.4)
+            )
+        m.steps = lambda: [pmdp.DataAugmentation([x], method="soma"), pmdp.ConjugateGibbs([p])]
+        return m
+
+    def noisy_size():
+        from pymc_dp.releases import NoisySizeRelease
+
+        rel = NoisySizeRelease(3, 8, pmdp.Geometric(epsilon=0.5), pmdp.Geometric(epsilon=0.5))
+        return rel.model(size_rate_prior=(4.0, 0.5))
+
     def poisson_factor():
         from pymc_dp.examples import poisson_factorization as pf
 
@@ -114,6 +141,8 @@ def _models():
         ("ffbs", ffbs, {"FFBS"}),
         ("conjugate_interweave", conjugate_interweave, {"ConjugateGibbs", "DataAugmentation"}),
         ("poisson_factor", poisson_factor, {"PoissonFactorGibbs"}),
+        ("soma", soma, {"DataAugmentation", "ConjugateGibbs"}),
+        ("noisy_size", noisy_size, {"NoisySizeGibbs"}),
     ]
 
 
@@ -135,7 +164,9 @@ def _run_all(out, seed, cores):
     for name, build, expected in _models():
         model = build()
         with model:
+            steps = model.steps() if hasattr(model, "steps") else None
             idata = pm.sample(
+                step=steps,
                 draws=DRAWS,
                 tune=TUNE,
                 chains=CHAINS,
@@ -144,7 +175,8 @@ def _run_all(out, seed, cores):
                 progressbar=False,
                 compute_convergence_checks=False,
             )
-        arrays[f"{name}/__steps__"] = np.array(sorted(_used_steps(model)))
+        used = {type(st).__name__ for st in steps} if steps else _used_steps(model)
+        arrays[f"{name}/__steps__"] = np.array(sorted(used))
         arrays[f"{name}/__expected__"] = np.array(sorted(expected))
         for group in ("posterior", "sample_stats"):
             ds = idata[group]
@@ -168,11 +200,13 @@ def _used_steps(model):
 # --------------------------------------------------------------------------------------------
 
 
-def _run_subprocess(outdir, jobs, cache=None):
+def _run_subprocess(outdir, jobs, cache=None, hashseed=0):
     """One fresh process running ``jobs`` (``(seed, cores)`` pairs) in sequence; returns one
     dict of arrays per job. ``cache``: a directory for the PyTensor compiledir and the numba
-    cache (None: the user's default caches)."""
+    cache (None: the user's default caches); ``hashseed``: the process's ``PYTHONHASHSEED``
+    (set and dict orders of strings differ between processes with different values)."""
     env = dict(os.environ)
+    env["PYTHONHASHSEED"] = str(hashseed)
     if cache is not None:
         env["PYTENSOR_FLAGS"] = f"compiledir={cache / 'pytensor'}"
         env["NUMBA_CACHE_DIR"] = str(cache / "numba")
@@ -205,7 +239,7 @@ def _families(arrays):
 
 
 def _assert_steps(arrays):
-    assert len(_families(arrays)) == 6
+    assert _families(arrays) == set(FAMILIES)
     for name in _families(arrays):
         used = set(arrays[f"{name}/__steps__"])
         expected = set(arrays[f"{name}/__expected__"])
@@ -242,9 +276,10 @@ def _assert_chains_differ(arrays):
 
 def test_two_processes_and_two_cores_agree_bit_for_bit(tmp_path):
     """Default tier (the user's caches): seed 7 sampled on one core in one process and on two
-    cores in another agrees byte for byte. Negative control: the chains differ."""
-    (seven,) = _run_subprocess(tmp_path, [(7, 1)])
-    (seven_cores2,) = _run_subprocess(tmp_path, [(7, 2)])
+    cores in another (with another ``PYTHONHASHSEED``) agrees byte for byte. Negative control:
+    the chains differ."""
+    (seven,) = _run_subprocess(tmp_path, [(7, 1)], hashseed=1)
+    (seven_cores2,) = _run_subprocess(tmp_path, [(7, 2)], hashseed=2)
     _assert_steps(seven)
     assert _differences(seven, seven_cores2) == []
     _assert_chains_differ(seven)
@@ -253,12 +288,13 @@ def test_two_processes_and_two_cores_agree_bit_for_bit(tmp_path):
 @pytest.mark.slow
 def test_cold_warm_and_two_cores_agree_bit_for_bit(tmp_path):
     """Fresh, empty PyTensor compiledir and numba cache: the first process compiles everything
-    (cold), the second and third reuse the caches (warm; two cores). All agree byte for byte;
-    another seed differs. About a minute on two cores (the cold process compiles every model)."""
+    (cold), the second and third reuse the caches (warm, after another seed's run in the same
+    process; two cores), each with its own ``PYTHONHASHSEED``. All agree byte for byte; another
+    seed differs. About a minute on two cores (the cold process compiles every model)."""
     cache = tmp_path / "cache"
-    (cold,) = _run_subprocess(tmp_path / "cold", [(7, 1)], cache)
-    warm, eight = _run_subprocess(tmp_path / "warm", [(7, 1), (8, 1)], cache)
-    (cores2,) = _run_subprocess(tmp_path / "cores2", [(7, 2)], cache)
+    (cold,) = _run_subprocess(tmp_path / "cold", [(7, 1)], cache, hashseed=1)
+    eight, warm = _run_subprocess(tmp_path / "warm", [(8, 1), (7, 1)], cache, hashseed=2)
+    (cores2,) = _run_subprocess(tmp_path / "cores2", [(7, 2)], cache, hashseed=3)
     _assert_steps(cold)
     _assert_chains_differ(cold)
     assert _differences(cold, warm) == []
