@@ -53,8 +53,15 @@ nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-# The index lists each notebook by name with a short title (the quickstart first): a new notebook
-# left out of it fails ``make docs`` ("document isn't included in any toctree").
+# The index lists each notebook by name with a short title (the quickstart first); a notebook not
+# listed there yet is appended to the index's Notebooks toctree under its own title
+# (``_list_new_notebooks``), so adding one never breaks the build.
+NOTEBOOKS = sorted(
+    f"notebooks/{p.stem}"
+    for p in (DOCS / "notebooks").glob("*")
+    if p.suffix == ".ipynb" or (p.suffix == ".md" and not p.with_suffix(".ipynb").is_file())
+)
+NOTEBOOKS_CAPTION = ":caption: Notebooks\n"
 
 
 # API reference: one generated page per public name (docs/api/generated, not stored).
@@ -117,6 +124,18 @@ def _data_docstring(app, what, name, obj, options, lines):
     if [line.strip() for line in lines if line.strip()] != [line for line in type_doc if line]:
         return
     lines[:] = _attribute_doc(name.rsplit(".", 1)[-1], obj) or []
+
+
+def _list_new_notebooks(app, docname, source):
+    """Append to the index's Notebooks toctree every notebook it does not list yet."""
+    if docname != root_doc or NOTEBOOKS_CAPTION not in source[0]:
+        return
+    text = source[0]
+    start = text.index(NOTEBOOKS_CAPTION)
+    end = text.index("```", start)
+    new = [n for n in NOTEBOOKS if f"<{n}>" not in text and f"\n{n}\n" not in text]
+    if new:
+        source[0] = text[:end] + "".join(f"{n}\n" for n in new) + text[end:]
 
 
 def _class_signature(app, what, name, obj, options, signature, return_annotation):
@@ -199,6 +218,7 @@ def _add_viewcode_aliases(app, doctree, docname):
 def setup(app):
     # before numpydoc (priority 500) reformats the lines
     app.connect("autodoc-process-docstring", _data_docstring, priority=100)
+    app.connect("source-read", _list_new_notebooks)
     app.connect("autodoc-process-signature", _class_signature)
     # after reading (viewcode's records complete), before any page is written
     app.connect("env-updated", _viewcode_backlinks)
