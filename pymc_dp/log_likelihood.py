@@ -177,19 +177,23 @@ _MAX_GROUP_RECORDS = 20_000  # one statistic evaluation per record: O(N^2)
 
 @dataclass(frozen=True, eq=False)
 class _GroupPlan:
-    """A vector Release of per-group sums of independent records (one value per component).
+    """A vector Release of per-group sums of independent records (one value per group).
 
-    ``T_k = C_k + b_k * sum(x_i for i with group[i] == k)``, every record in at most one
-    component, records exchangeable within their component (checked per draw).
+    Components are partitioned into blocks: block ``j`` holds components ``comps[j]`` and
+    records ``{i : group[i] == j}``, and ``T[comps[j]] = C[comps[j]] + coefs[j] * S_j`` with
+    ``S_j`` the sum of the block's records; no record is read by two blocks, records are
+    exchangeable within a block. A block is one observation (usually one component; the
+    cells of a one-hot table row of 0/1 records are one block).
     """
 
     rv: object
     family: str
     release: object
     C: np.ndarray
-    b: np.ndarray
-    group: np.ndarray  # component of each record, -1 when no component reads it
-    n: np.ndarray  # records per component
+    comps: list  # component indices (flattened release) of each block
+    coefs: list  # their coefficients on the block's sum
+    group: np.ndarray  # block of each record, -1 when no component reads it
+    n: np.ndarray  # records per block
 
 
 class _Shared(str):
@@ -224,30 +228,44 @@ def _group_plan(model, rel, rec):
     value = model.rvs_to_values[rec]
     x = np.zeros(n_rec, dtype=value.dtype)
     C = np.asarray(fn(x), dtype=np.float64)
+    K = len(C)
+    keys = {}  # nonzero pattern of a record's column -> (block, coefficients, first record)
+    owner = np.full(K, -1)  # block of each component
     group = np.full(n_rec, -1, dtype=np.int64)
-    coef = np.zeros(n_rec)
+    comps, coefs = [], []
     for i in range(n_rec):  # one evaluation per record: the column of the linear map
         x[i] = 1
         col = np.asarray(fn(x), dtype=np.float64) - C
         x[i] = 0
         nz = np.flatnonzero(np.abs(col) > _RTOL * (1.0 + np.abs(C)))
-        if len(nz) > 1:
-            return _Shared(
-                f"components {int(nz[0])} and {int(nz[1])} of the statistic (flattened) both "
-                f"read record {i} of {rec.name!r}: they are not independent given the "
-                "parameters, so the release is one observation and has no per-group "
-                "pointwise values. Release each group's statistic over disjoint records, or "
-                "pass n_simulations= for one Monte Carlo value for the whole release"
-            )
-        if len(nz) == 1:
-            group[i], coef[i] = nz[0], col[nz[0]]
-    K = len(C)
-    b = np.zeros(K)
-    b[group[group >= 0]] = coef[group >= 0]
-    if np.any(
-        np.abs(coef[group >= 0] - b[group[group >= 0]]) > _RTOL * np.abs(b[group[group >= 0]])
-    ):
-        return "a weighted sum (records of one component enter with different weights)"
+        if len(nz) == 0:
+            continue
+        key = tuple(int(k) for k in nz)
+        if key not in keys:
+            clash = [int(k) for k in nz if owner[k] >= 0]
+            if clash:
+                other = comps[owner[clash[0]]]
+                return _Shared(
+                    f"record {i} of {rec.name!r} is read by components {list(key)} of the "
+                    f"statistic (flattened) and another record by components "
+                    f"{other.tolist()}: groups that share records are not independent given "
+                    "the parameters, so the release has no per-group pointwise values. "
+                    "Release each group's statistic over disjoint records, or pass "
+                    "n_simulations= for one Monte Carlo value for the whole release"
+                )
+            owner[nz] = len(comps)
+            keys[key] = len(comps)
+            comps.append(nz)
+            coefs.append(col[nz])
+        blk = keys[key]
+        if not np.allclose(col[nz], coefs[blk], rtol=_RTOL, atol=0.0):
+            return "a weighted sum (records of one group enter with different weights)"
+        group[i] = blk
+    for k in np.flatnonzero(owner < 0):  # constant components: blocks without records
+        owner[k] = len(comps)
+        comps.append(np.array([k]))
+        coefs.append(np.zeros(1))
+    n_blocks = len(comps)
     # fixed test points of an exact identity (not a margin): all records at their largest
     # (Bernoulli) or large (Poisson) value, where a clamp on a group's total bites, and
     # random records
@@ -261,23 +279,24 @@ def _group_plan(model, rel, rec):
             points.append(rng.poisson(rng.uniform(0.5, 20.0), size=n_rec))
     used = group >= 0
     for xr_ in points:
-        sums = np.bincount(group[used], weights=xr_[used], minlength=K)
-        want = C + b * sums
+        sums = np.bincount(group[used], weights=xr_[used], minlength=n_blocks)
+        want = C.copy()
+        for j in range(n_blocks):
+            want[comps[j]] += coefs[j] * sums[j]
         got = np.asarray(fn(xr_.astype(value.dtype)), dtype=np.float64)
         if not np.allclose(got, want, rtol=_RTOL, atol=_RTOL):
-            return "the statistic is not a sum per component (a clamped or non-linear statistic)"
+            return "the statistic is not a sum per group (a clamped or non-linear statistic)"
     g = _group_index(rec)
     if g is not None:
-        used = group >= 0
-        first = np.full(K, -1)
+        first = np.full(n_blocks, -1)
         first[group[used][::-1]] = np.flatnonzero(used)[::-1]
         if np.any(g[used] != g[first[group[used]]]):
             return (
                 "the records are not exchangeable given the parameters within a component: "
                 "records of one component have parameters of different groups"
             )
-    n = np.bincount(group[group >= 0], minlength=K)
-    return _GroupPlan(rec, family, rel, C, b, group, n)
+    n = np.bincount(group[used], minlength=n_blocks)
+    return _GroupPlan(rec, family, rel, C, comps, coefs, group, n)
 
 
 def _group_index(rec):
@@ -318,7 +337,7 @@ def _group_values(gp, model, posterior):
             P = np.broadcast_to(P, (n_draws, P.shape[0]))
     else:
         P = np.broadcast_to(pytensor.function([], per_record)(), (n_draws, len(gp.group)))
-    K = len(gp.C)
+    K = len(gp.comps)
     used = gp.group >= 0
     first = np.full(K, -1)
     first[gp.group[used][::-1]] = np.flatnonzero(used)[::-1]
@@ -338,18 +357,18 @@ def _group_values(gp, model, posterior):
     if gp.family == "poisson":
         t = t * gp.n[None, :]
     rarr = release_arrays(model, [rel])
-    run = _batched(rarr.logpdf)  # the compiled loop over draws, once per component
+    run = _batched(rarr.logpdf)  # the compiled loop over draws, once per group
     family = _GROUP_FAMILIES[gp.family]
     vals = np.empty_like(t)
-    for k in range(len(gp.C)):
-        vals[:, k] = run(
+    for j, comps in enumerate(gp.comps):
+        vals[:, j] = run(
             family,
-            int(gp.n[k]),
-            np.ascontiguousarray(t[:, k]),
-            gp.C[k : k + 1].copy(),
-            gp.b[k : k + 1].copy(),
-            rarr.z[k : k + 1].copy(),
-            np.ascontiguousarray(rarr.params[k : k + 1]),
+            int(gp.n[j]),
+            np.ascontiguousarray(t[:, j]),
+            np.ascontiguousarray(gp.C[comps]),
+            np.ascontiguousarray(gp.coefs[j], dtype=np.float64),
+            np.ascontiguousarray(rarr.z[comps]),
+            np.ascontiguousarray(rarr.params[comps]),
         )
     if np.any(np.isnan(vals)):
         d = int(np.flatnonzero(np.isnan(vals).any(axis=1))[0])
@@ -357,8 +376,20 @@ def _group_values(gp, model, posterior):
             f"Release {rel.name!r}: invalid parameters of records {gp.rv.name!r} at draw {d} "
             f"(flattened over chains): {t[d].tolist()}"
         )
+    chain_draw = (posterior.sizes["chain"], posterior.sizes["draw"])
     zshape = np.shape(extract_obs_data(model.rvs_to_values[rel]))
-    return vals.reshape(posterior.sizes["chain"], posterior.sizes["draw"], *zshape)
+    order = [int(c[0]) for c in gp.comps]
+    if all(len(c) == 1 for c in gp.comps):  # one group per component: the release's shape
+        out = np.empty_like(vals)
+        out[:, order] = vals
+        return out.reshape(*chain_draw, *zshape), None
+    rows = [np.unravel_index(c, zshape)[0] for c in gp.comps] if len(zshape) == 2 else None
+    if rows is not None and all(np.all(r == r[0]) and len(r) == zshape[1] for r in rows):
+        out = np.empty_like(vals)  # one group per row of a table
+        out[:, [int(r[0]) for r in rows]] = vals
+        return out.reshape(*chain_draw, zshape[0]), "rows"
+    labels = [",".join(str(int(k)) for k in c) for c in gp.comps]
+    return vals.reshape(*chain_draw, len(labels)), labels
 
 
 # ---------------------------------------------------------------- Monte Carlo marginal
@@ -766,9 +797,14 @@ def compute_log_likelihood(
         if plan is None:
             continue
         if isinstance(plan, _GroupPlan):
-            vals = _group_values(plan, model, posterior)
-            dims = _release_dims(model, name, vals.ndim - 2)
+            vals, kind = _group_values(plan, model, posterior)
             cds = dict(coords)
+            if isinstance(kind, list):  # blocks of components: labelled by their components
+                dims = (f"{name}_group",)
+                cds[dims[0]] = kind
+            else:
+                full = _release_dims(model, name, len(model[name].type.shape))
+                dims = full[:1] if kind == "rows" else full
             cds.update({d: model.coords[d] for d in dims if model.coords.get(d) is not None})
             parts.append(xr.Dataset({name: (("chain", "draw", *dims), vals)}, coords=cds))
         elif isinstance(plan, _MCPlan):

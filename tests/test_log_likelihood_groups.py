@@ -107,6 +107,37 @@ def _poisson_onehot():
     return m, "mu", draws, ref
 
 
+def test_one_hot_table_rows_are_the_groups():
+    """A (group x value) one-hot table of 0/1 records: each row (both cells read the same
+    records) is one observation, its exact value ``log sum_S Binom(S; n_k, q_k)
+    eta(z_k0 - (n_k - S)) eta(z_k1 - S)`` (scipy, 1e-10); control: the cells taken as
+    independent components (the product of their own marginals) differs by more than 1e-3."""
+    g = np.array([0, 1, 1, 2, 0, 2, 2, 1, 0, 0])
+    z = np.array([[2.5, 1.0], [0.7, 2.2], [1.9, 0.4]])
+    with pm.Model() as m:
+        q = pm.Beta("q", 2.0, 2.0, shape=3)
+        x = pm.Bernoulli("x", q[g], shape=len(g))
+        onehot_v = pt.stack([1 - x, x], axis=1)  # (records, 2)
+        table = (pt.eye(3)[g][:, :, None] * onehot_v[:, None, :]).sum(axis=0)
+        pmdp.Release("z", table, pmdp.Laplace(scale=1.0), observed=z)
+    draws = np.array([[0.2, 0.5, 0.7], [0.9, 0.1, 0.4]])
+    ll = compute_log_likelihood(_idata(q=draws[None]), model=m, extend_inferencedata=False)
+    assert ll["z"].dims == ("chain", "draw", "z_dim_0")
+    n = np.bincount(g)
+    want, cells = np.empty((2, 3)), np.empty((2, 3))
+    for d, qd in enumerate(draws):
+        for k in range(3):
+            s = np.arange(n[k] + 1)
+            lb = stats.binom.logpmf(s, n[k], qd[k])
+            want[d, k] = special.logsumexp(
+                lb + _laplace(z[k, 0] - (n[k] - s), 1.0) + _laplace(z[k, 1] - s, 1.0)
+            )
+            cells[d, k] = special.logsumexp(lb + _laplace(z[k, 0] - (n[k] - s), 1.0))
+            cells[d, k] += special.logsumexp(lb + _laplace(z[k, 1] - s, 1.0))
+    np.testing.assert_allclose(ll["z"].values[0], want, rtol=0, atol=1e-10)
+    assert np.max(np.abs(ll["z"].values[0] - cells)) > 1e-3
+
+
 @pytest.mark.parametrize("build", [_bernoulli_groups, _poisson_onehot])
 def test_group_components_equal_scipy(build):
     """One value per component, equal to the scipy enumeration to 1e-10 at three draws; the
@@ -218,7 +249,8 @@ def test_shared_records_refused_disjoint_accepted():
         )
     with pytest.raises(ValueError, match="Release 'z'") as err:
         compute_log_likelihood(_post(m), model=m)
-    assert "both read record 4" in str(err.value) and "n_simulations" in str(err.value)
+    msg = str(err.value)
+    assert "record 4 of 'x' is read by components [0, 1]" in msg and "n_simulations" in msg
     with pm.Model() as ok:  # control: disjoint groups
         p = pm.Beta("p", 2.0, 2.0)
         x = pm.Bernoulli("x", p, shape=10)
