@@ -40,9 +40,14 @@ records of parameter ``q`` or ``q[g]`` (``g`` a fixed index, constant inside eac
 Poisson records likewise, has independent components given the parameters: component ``k``
 gets its own exact value ``log sum_S f(S | n_k, theta_k) eta(z_k - C_k - b_k S)``
 (``Binomial(n_k, q_k)`` or ``Poisson(n_k mu_k)``), dims ``(chain, draw, *release shape)``,
-so ``az.loo`` treats the groups as the observations. The linear map is found numerically
-(one evaluation per record) and checked exactly at all-maximal, large and random records;
-components that share a record are refused (they are one observation).
+so ``az.loo`` treats the groups as the observations. Components read by the same records
+(with one coefficient vector, e.g. the cells of a row of a one-hot (group x value) table of 0/1
+records) form one group, one observation, with the joint exact value ``log sum_S f(S) prod_c
+eta(z_c - C_c - b_c S)``: dims ``(chain, draw, first release dim)`` when the groups are the
+rows of a 2-D release, else ``(chain, draw, <name>_group)`` labelled by their components.
+The linear map is found numerically (one evaluation per record, up to 20 000 records) and
+checked exactly at all-maximal, large and random records; groups that overlap (a record
+read by components another record reads only in part) are refused, naming the record.
 
 **Monte Carlo** (issue 26). A Release with no closed form (a clamped or weighted sum, records
 with covariates, a non-linear statistic) gets, when ``n_simulations`` is given, the estimator
