@@ -391,7 +391,7 @@ def test_posterior_conditioned_on_an_opendp_float_release():
     takes the release as the exact sum must fail the same check: over releases from -400 to 400
     grid units in steps of 4 (the clamped sum is within 80 units, and |noise| > 330 units has
     probability below 1e-9) its smallest z-score at the three quantiles is 8.7 at an ESS of
-    1000 (at 0; it grows away from 0); these runs (2 x 3000 draws) reach
+    1000 (the minimum, reached at 0); these runs (2 x 3000 draws) reach
     about 5000, so it passes wrongly only if a quantile is off by about 15 standard errors."""
     n, k, b = 5, -2, 4.0
     meas = (
