@@ -167,6 +167,9 @@ def _run_all(out, seed, cores):
             steps = model.steps() if hasattr(model, "steps") else None
             idata = pm.sample(
                 step=steps,
+                # every free variable, records included (nuisance records are not stored
+                # by default)
+                var_names=[v.name for v in model.free_RVs + model.deterministics],
                 draws=DRAWS,
                 tune=TUNE,
                 chains=CHAINS,
