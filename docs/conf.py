@@ -77,6 +77,8 @@ html_theme = "pydata_sphinx_theme"
 html_title = "pymc_dp"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+# a notebook cell's sampler log folded into one <details> box (its first line as the summary)
+html_js_files = ["collapse-logs.js"]
 html_theme_options = {
     "navbar_align": "left",
     "header_links_before_dropdown": 3,

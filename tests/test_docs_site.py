@@ -102,17 +102,28 @@ class _Page(HTMLParser):
         self.errors = 0
         self.math_spans = 0
         self.nav_links = []
+        self.logs = 0
+        self.folded_logs = 0
         self._skip = 0
         self._nav = 0
+        self._fold = 0
         self._stack = []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
-        flags = (tag in self.SKIP, tag == "nav" and "bd-docs-nav" in classes)
+        flags = (
+            tag in self.SKIP,
+            tag == "nav" and "bd-docs-nav" in classes,
+            tag == "details" and "pymc-dp-log" in classes,
+        )
         self._stack.append((tag, flags))
         self._skip += flags[0]
         self._nav += flags[1]
+        self._fold += flags[2]
+        if tag == "div" and {"output", "stderr"} <= set(classes):
+            self.logs += 1
+            self.folded_logs += self._fold > 0
         self.typeset += tag == "mjx-container"
         self.errors += tag == "mjx-merror"
         self.math_spans += "math" in classes and "nohighlight" in classes
@@ -123,9 +134,10 @@ class _Page(HTMLParser):
         if all(name != tag for name, _ in self._stack):
             return  # a stray end tag closes nothing
         while self._stack:
-            name, (skip, nav) = self._stack.pop()
+            name, (skip, nav, fold) = self._stack.pop()
             self._skip -= skip
             self._nav -= nav
+            self._fold -= fold
             if name == tag:
                 break
 
@@ -243,6 +255,26 @@ def test_pages_load_nothing_remote():
 _IDS = re.compile(r'\bid="([^"]+)"')
 _SOURCE_LINK = re.compile(r'href="([^"#]*_modules/[^"]*)"')  # an API page's [source] link
 _DOCS_LINK = re.compile(r'href="([^"]+)"[^>]*>\[docs\]')  # a source page's [docs] back-link
+
+
+LOG_PAGE = "notebooks/quickstart.html"
+
+
+def test_sampler_logs_are_folded(tmp_path):
+    """Every stderr output (a sampler's log) of a notebook is folded into a <details> box."""
+    site, browser = _site(), _browser()
+    page = _parse(_dump_dom(browser, site / LOG_PAGE, tmp_path / "p1"))
+    assert page.logs > 0 and page.folded_logs == page.logs, (page.logs, page.folded_logs)
+    # negative control: the same page without the folding script leaves its logs open
+    control = (site / LOG_PAGE).with_name("_w_no_fold_control.html")
+    source = (site / LOG_PAGE).read_text("utf-8")
+    assert "collapse-logs.js" in source
+    try:
+        control.write_text(source.replace("collapse-logs.js", "missing.js"), encoding="utf-8")
+        page = _parse(_dump_dom(browser, control, tmp_path / "p2"))
+        assert page.logs > 0 and page.folded_logs == 0, (page.logs, page.folded_logs)
+    finally:
+        control.unlink(missing_ok=True)
 
 
 def _broken_links(pages, pattern, site):
