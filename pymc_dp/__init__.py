@@ -127,8 +127,10 @@ __all__ = [
 
 register_step_methods()
 
+# pmdp.interop.from_opendp (OpenDP itself is imported on the first call, not here), and the
 # JAX implementations of pymc_dp's Ops, registered when PyTensor's JAX backend is first imported
 # (pm.sample(nuts_sampler="numpyro" / "blackjax"), mode="JAX"); this import does not import jax
+from pymc_dp import interop  # noqa: E402, F401
 from pymc_dp import jax as _jax_backend  # noqa: E402, F401
 
 install_pymc_hook()
