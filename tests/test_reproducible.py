@@ -268,6 +268,37 @@ def test_byte_comparison_sees_one_ulp():
     assert _differences(a, {"m/posterior/x": a["m/posterior/x"].copy()}) == []
 
 
+def _collapsed_records_run(seed, copy_point, iterations=25):
+    """Records of a CollapsedRecords step run ``iterations`` times in this process, the point
+    passed back as returned (PyMC's sequential sampler) or as a copy (its parallel sampler)."""
+    import pymc as pm
+
+    import pymc_dp as pmdp
+
+    with pm.Model() as model:
+        p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+        x = pm.Bernoulli("x", p=p, shape=40)
+        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=0.5), observed=np.float64(17.2))
+        step = pmdp.CollapsedRecords([x, p], rng=seed)
+    point, out = model.initial_point(), []
+    for _ in range(iterations):
+        if copy_point:
+            point = {k: np.array(v, copy=True) for k, v in point.items()}
+        point, _ = step.step(point)
+        out.append(np.array(point["x"], copy=True))
+    return np.stack(out)
+
+
+def test_collapsed_records_place_records_alike_on_a_copied_point():
+    """Regression (issue 26): with cores=2 PyMC passes each step a copy of the point; the
+    records' index was then rebuilt every iteration and placed the records differently from
+    cores=1 (same sums, other records). Control: another seed places them differently."""
+    same = _collapsed_records_run(3, copy_point=False)
+    assert np.array_equal(same, _collapsed_records_run(3, copy_point=True))
+    assert len({r.tobytes() for r in same}) > 5  # the records do move
+    assert not np.array_equal(same, _collapsed_records_run(4, copy_point=False))
+
+
 def _assert_chains_differ(arrays):
     """Negative control of the default tier (free): the two chains of one run have different
     seeds, so the same byte comparison tells them apart in every family."""

@@ -158,7 +158,13 @@ class CollapsedBlock:
         return state
 
     def _sync(self, x):
-        if self.alloc is not None and x is self.alloc.x:
+        # Keep the index when the incoming records are the ones it holds, by identity (PyMC's
+        # sequential sampler passes back the array the step returned) or by value (its
+        # parallel sampler passes a copy in shared memory). A rebuilt index orders the records
+        # differently, so rebuilding it on a copy made cores=2 place them differently from
+        # cores=1 with the same random_seed (issue 26).
+        a = self.alloc
+        if a is not None and (x is a.x or np.array_equal(x, a.x)):
             return
         plan = self.plan
         if np.shape(x) != (plan.n,):
