@@ -222,6 +222,7 @@ def _is_mc_sd(ll):
     return float(np.sqrt(np.sum(rel**2)))
 
 
+@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_loo_matches_exact_marginal_and_brute_force():
     """az.loo on pmdp's pointwise values: the same as LOO from the exact marginal evaluated
     here on the same draws, and within az.loo's SE of the brute-force LOO-CV (false-alarm

@@ -220,6 +220,7 @@ def _quadrature_posterior_means(data, a=2.0, rate=0.5, n=241):
     return float((w * m1).sum()), float((w * m2).sum())
 
 
+@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_nuts_matches_quadrature_posterior():
     """NUTS posterior means of both rates against the exact (quadrature) posterior means.
 

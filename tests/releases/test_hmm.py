@@ -273,6 +273,7 @@ def test_validation_errors_name_the_argument():
     assert isinstance(rel.model(2), pm.Model)
 
 
+@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_model_samples_with_ffbs_and_nuts():
     """pm.sample assigns FFBS to the states and NUTS to the rest, and draws valid values."""
     from pymc.sampling.mcmc import assign_step_methods

@@ -199,6 +199,7 @@ def _agrees(draws, reference) -> tuple[bool, float]:
     return bool(z <= K), float(z)
 
 
+@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_posterior_means_match_importance_sampling():
     """Posterior means of ``beta`` and ``v`` from ``pm.sample`` on ``rel.model()`` against
     importance sampling (d = 1, n = 8, X and y clamped to [-1, 1], Laplace noise of scale 1:

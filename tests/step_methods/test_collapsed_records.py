@@ -84,7 +84,10 @@ def _bernoulli_reference(n, z, scale, grid):
     return exact, naive
 
 
-@pytest.mark.parametrize(("n", "z", "eps"), [(100, 31.0, 0.1), (10**6, 300_400.0, 0.003)])
+@pytest.mark.parametrize(
+    ("n", "z", "eps"),
+    [(100, 31.0, 0.1), pytest.param(10**6, 300_400.0, 0.003, marks=pytest.mark.slow)],
+)
 def test_bernoulli_exact(n, z, eps):
     """At N = 1e6 the noise (sd 470) is as wide as the Binomial's (460): the exact posterior
     is 1.4 times wider than the noise-ignoring one, which the same check rejects."""
@@ -142,7 +145,9 @@ def _table_reference(n, z, eps, grid):
     return exact, naive
 
 
-@pytest.mark.parametrize(("n", "eps"), [(100, 0.5), (10**6, 0.004)])
+@pytest.mark.parametrize(
+    ("n", "eps"), [(100, 0.5), pytest.param(10**6, 0.004, marks=pytest.mark.slow)]
+)
 def test_categorical_table_exact(n, eps):
     z = np.array([0.5 * n, 0.3 * n, 0.2 * n]).round().astype(np.int64)
     z[0] += 3
@@ -173,7 +178,9 @@ def test_categorical_table_exact(n, eps):
 # ------------------------------------------------------------------ Poisson
 
 
-@pytest.mark.parametrize(("n", "scale"), [(100, 20.0), (10**6, 400.0)])
+@pytest.mark.parametrize(
+    ("n", "scale"), [(100, 20.0), pytest.param(10**6, 400.0, marks=pytest.mark.slow)]
+)
 def test_poisson_exact(n, scale):
     a, b = 2.0, 200.0 if n > 1000 else 1.0
     lam_true = a / b

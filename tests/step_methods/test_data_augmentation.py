@@ -198,7 +198,7 @@ def _grid_posterior(theta, log_prior, m_of_theta, v_of_theta, z, b):
     return mean, lambda q: float(np.interp(q, cdf, theta))
 
 
-@pytest.mark.parametrize("method", ["da", "soma"])
+@pytest.mark.parametrize("method", ["da", pytest.param("soma", marks=pytest.mark.slow)])
 def test_normal_sum_exact_posterior(method):
     """mu ~ N(0, 1), x_i ~ N(mu, 1) (n = 10), z = sum x + Laplace(10): quadrature reference."""
     n, b, z = 10, 10.0, 8.0
@@ -521,6 +521,7 @@ def test_progressbar_config():
     }
 
 
+@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_same_seed_same_draws_and_spawn(bernoulli_run):
     model, _idata = bernoulli_run
     short = dict(draws=50, tune=20, seed=11)
