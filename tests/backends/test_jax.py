@@ -458,7 +458,8 @@ def test_static_window_too_short_is_not_certified(monkeypatch):
     assert np.sum(~np.isfinite(got)) >= 6, got
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+@pytest.mark.slow  # 17 rates x logp + gradient under jit; the default run compares JAX and numba
+# static-window values in test_static_window_poisson_dgauss_equals_numba
 def test_static_window_over_the_posterior_of_the_test_model():
     """The exact-posterior model below: model logp and gradient under JAX equal numba's at
     rates spanning its grid posterior from quantile 1e-9 to 1 - 1e-9 and beyond."""
@@ -784,12 +785,11 @@ def _run(case, sampler, var, seed):
     _check(_sample(model, sampler, seed), var, grid, logpost, naive)
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_numpyro_poisson_geometric():
     _run(_poisson_case(Geometric(epsilon=0.5), 101), "numpyro", "lam", 1)
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+@pytest.mark.slow  # numpyro's posterior in the default run: test_numpyro_poisson_geometric
 def test_numpyro_poisson_dgauss():
     """Poisson + discrete Gaussian (a truncated sum, static window under JAX) under numpyro."""
     _run(_poisson_case(DiscreteGaussian(sigma=2.0), 103), "numpyro", "lam", 9)

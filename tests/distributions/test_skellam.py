@@ -220,7 +220,8 @@ def _quadrature_posterior_means(data, a=2.0, rate=0.5, n=241):
     return float((w * m1).sum()), float((w * m2).sum())
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+@pytest.mark.slow  # a NUTS run; the log-pmf and gradient it samples are checked against mpmath
+# in the default run (test_logpmf_vs_mpmath_extreme_grid, test_gradients_vs_mpmath_at_hard_points)
 def test_nuts_matches_quadrature_posterior():
     """NUTS posterior means of both rates against the exact (quadrature) posterior means.
 

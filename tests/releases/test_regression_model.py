@@ -199,7 +199,10 @@ def _agrees(draws, reference) -> tuple[bool, float]:
     return bool(z <= K), float(z)
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+# slow: a sampling run. In the default run the model's statistic is checked against the release's
+# (test_model_statistic_is_the_release_statistic_including_clamping), and the same regression
+# written out is sampled against importance sampling (test_interweave.py, regression_chain_model)
+@pytest.mark.slow
 def test_posterior_means_match_importance_sampling():
     """Posterior means of ``beta`` and ``v`` from ``pm.sample`` on ``rel.model()`` against
     importance sampling (d = 1, n = 8, X and y clamped to [-1, 1], Laplace noise of scale 1:

@@ -521,7 +521,6 @@ def test_progressbar_config():
     }
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
 def test_same_seed_same_draws_and_spawn(bernoulli_run):
     model, _idata = bernoulli_run
     short = dict(draws=50, tune=20, seed=11)
