@@ -373,18 +373,9 @@ class HMMCountsRelease:
             feature's zeros are ``N`` minus its projected ones.
         offsets : numpy.ndarray of shape (F + 1,), int64
         """
-        n = self.entries_per_step.astype(np.float64)[..., None]
-        proj = np.clip(np.asarray(self.counts, dtype=np.float64), 0.0, n)
-        blocks, i = [], 0
-        for v in self.n_values:
-            if v == 2:
-                blocks += [n - proj[..., i : i + 1], proj[..., i : i + 1]]
-                i += 1
-            else:
-                blocks.append(proj[..., i : i + v])
-                i += v
-        offsets = np.concatenate([[0], np.cumsum(self.n_values)]).astype(np.int64)
-        return np.concatenate(blocks, axis=-1), offsets
+        n = self.entries_per_step.astype(np.float64)
+        proj = np.clip(np.asarray(self.counts, dtype=np.float64), 0.0, n[..., None])
+        return _full_table(proj, n, self.n_values)
 
     def plugin_gibbs(self, n_states, draws=100, *, tune=100, prior=None, rng=None):
         """Foulds et al.'s plug-in Gibbs sampler: the projected noisy counts as statistics.
@@ -535,12 +526,12 @@ class HMMCountsRelease:
         k = _as_int_bound("n_states", n_states, 1)
         prior = HMMPrior() if prior is None else prior
         a, b, e = prior.resolve(k)
-        (r, t), f = self.shape, len(self.n_values)
+        r, t = self.shape
         binary = [j for j, v in enumerate(self.n_values) if v == 2]
         categorical = [j for j, v in enumerate(self.n_values) if v > 2]
         noise = _categorical_noise(self) if categorical else None
         coords = {"region": range(r), "month": range(t)}
-        coords |= {"feature": range(f) if self.binary else binary}
+        coords |= {"feature": binary}  # every feature when all are binary
         coords |= {"state": range(k), "next_state": range(k)}
         coords |= {f"value_{j}": range(self.n_values[j]) for j in categorical}
         columns = _feature_columns(self.n_values)
@@ -597,6 +588,19 @@ def _feature_columns(n_values) -> list[slice]:
         out.append(slice(i, i + w))
         i += w
     return out
+
+
+def _full_table(counts, n, n_values) -> tuple[np.ndarray, np.ndarray]:
+    """``(table, offsets)``: the released layout ``counts`` (R, T, C) widened to one float64
+    column per value of every feature, a binary feature's zeros being ``n`` minus its ones;
+    feature ``f`` owns columns ``offsets[f]:offsets[f + 1]``."""
+    n = np.asarray(n, dtype=np.float64)[..., None]
+    counts = np.asarray(counts, dtype=np.float64)
+    blocks = []
+    for v, cols in zip(n_values, _feature_columns(n_values), strict=True):
+        blocks += [n - counts[..., cols], counts[..., cols]] if v == 2 else [counts[..., cols]]
+    offsets = np.concatenate([[0], np.cumsum(n_values)]).astype(np.int64)
+    return np.concatenate(blocks, axis=-1), offsets
 
 
 def _categorical_noise(release) -> tuple[int, tuple[float, ...]]:

@@ -72,7 +72,7 @@ from pymc_dp._validation import _as_real, as_bool, as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, round_up
 from pymc_dp.kernels.hmm_plugin import transition_counts, update_states
 from pymc_dp.releases._families import _as_int_bound
-from pymc_dp.releases.hmm import HMMPrior, _n_values, _table
+from pymc_dp.releases.hmm import HMMPrior, _full_table, _n_values, _table
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     dirichlet_categorical_log_likelihood_range,
@@ -401,20 +401,6 @@ class HMMOnePosteriorSample:
         )
 
 
-def _full_statistics(counts, n, vals):
-    """The count table with every value of every feature (binary zeros are ``N`` - ones)."""
-    blocks, i = [], 0
-    for v in vals:
-        if v == 2:
-            blocks += [n[..., None] - counts[..., i : i + 1], counts[..., i : i + 1]]
-            i += 1
-        else:
-            blocks.append(counts[..., i : i + v])
-            i += v
-    offsets = np.concatenate([[0], np.cumsum(vals)]).astype(np.int64)
-    return np.concatenate(blocks, axis=-1).astype(np.float64), offsets
-
-
 def hmm_one_posterior_sample(
     entries,
     *,
@@ -504,7 +490,7 @@ def hmm_one_posterior_sample(
         raise TypeError(f"prior must be an HMMPrior, got {prior!r}")
     a, b, e = prior.resolve(k)
     ops = OnePosteriorSample(eps, c)
-    stats, offsets = _full_statistics(counts, n, vals)
+    stats, offsets = _full_table(counts, n, vals)
     gen = np.random.default_rng(rng)
     z0 = gen.integers(0, k, size=(1, *n.shape))
     z, phi = tempered_hmm_gibbs(
