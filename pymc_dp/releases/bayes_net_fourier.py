@@ -95,34 +95,65 @@ def _binary(network) -> DiscreteBayesNet:
     return network
 
 
-def _family_bits(network) -> dict[str, tuple[int, ...]]:
-    """Node indices of every family, in table-axis order (parents, then the node)."""
-    col = {v: j for j, v in enumerate(network.nodes)}
-    return {v: (*(col[p] for p in network.parents[v]), col[v]) for v in network.nodes}
-
-
 def _structure(network) -> tuple:
     """A hashable key of the graph (nodes and parent lists), for the caches below."""
     return network.nodes, tuple(network.parents[v] for v in network.nodes)
 
 
+def _subset_masks(fam: tuple[int, ...]) -> np.ndarray:
+    """Node bitmask of every subset of a family, in the C order of its table's flat index.
+
+    Subset ``a`` (``0 <= a < 2**k``) holds axis ``t`` of the table (node ``fam[t]``) when bit
+    ``k - 1 - t`` of ``a`` is set: axis 0 is the top bit, as in ``table.ravel()``.
+    """
+    masks = np.zeros(1, dtype=np.int64)
+    for j in reversed(fam):  # each node added becomes the top bit so far
+        masks = np.concatenate([masks, masks | (1 << j)])
+    return masks
+
+
 @functools.lru_cache(maxsize=64)
-def _closure_masks_of(structure) -> np.ndarray:
+def _layout_of(structure) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The closure's bitmasks (sorted by size, then value; 0 first) and, per node, the
+    position in them of every subset of its family (in table order, :func:`_subset_masks`)."""
     nodes, parents = structure
     col = {v: j for j, v in enumerate(nodes)}
-    masks = set()
-    for v, ps in zip(nodes, parents, strict=True):
-        fam = (*(col[p] for p in ps), col[v])
-        for sub in range(1 << len(fam)):
-            masks.add(sum(1 << fam[k] for k in range(len(fam)) if sub >> k & 1))
-    out = np.array(sorted(masks, key=lambda m: (m.bit_count(), m)), dtype=np.int64)
-    out.setflags(write=False)
-    return out
+    fams = {
+        v: _subset_masks((*(col[p] for p in ps), col[v]))
+        for v, ps in zip(nodes, parents, strict=True)
+    }
+    masks = np.unique(np.concatenate(list(fams.values())))
+    masks = masks[np.lexsort((masks, np.bitwise_count(masks)))]
+    order = np.argsort(masks)
+    positions = {v: order[np.searchsorted(masks, m, sorter=order)] for v, m in fams.items()}
+    masks.setflags(write=False)
+    for a in positions.values():
+        a.setflags(write=False)
+    return masks, positions
 
 
 def _closure_masks(network) -> np.ndarray:
     """Bitmasks (bit j = node j) of the downward closure, sorted by (size, value); 0 first."""
-    return _closure_masks_of(_structure(network))
+    return _layout_of(_structure(network))[0]
+
+
+def _family_positions(network) -> dict[str, np.ndarray]:
+    """Per node, the closure positions of its family's subsets, in the table's flat order."""
+    return _layout_of(_structure(network))[1]
+
+
+def _walsh_hadamard(x: np.ndarray) -> np.ndarray:
+    """Unnormalised Walsh-Hadamard transform of a 1-D array of ``2**k`` values.
+
+    ``out[a] = sum_b (-1)^{popcount(a & b)} x[b]`` (natural order, in ``O(k 2**k)``); it is its
+    own inverse up to the factor ``2**k``. Integers stay exact.
+    """
+    h = 1
+    while h < x.size:
+        x = x.reshape(-1, 2, h)
+        x = np.stack([x[:, 0] + x[:, 1], x[:, 0] - x[:, 1]], axis=1).reshape(-1)
+        h *= 2
+    return x
 
 
 def fourier_closure(network: DiscreteBayesNet) -> tuple[tuple[str, ...], ...]:
@@ -149,10 +180,6 @@ def fourier_closure(network: DiscreteBayesNet) -> tuple[tuple[str, ...], ...]:
     return tuple(
         tuple(v for j, v in enumerate(net.nodes) if int(m) >> j & 1) for m in _closure_masks(net)
     )
-
-
-def _popcount_parity(a: np.ndarray) -> np.ndarray:
-    return (np.bitwise_count(a) & 1).astype(np.int64)
 
 
 def fourier_sensitivity(network: DiscreteBayesNet) -> tuple[float, float]:
@@ -186,45 +213,25 @@ def fourier_sensitivity(network: DiscreteBayesNet) -> tuple[float, float]:
 
 @functools.lru_cache(maxsize=64)
 def _sensitivity_of(structure) -> tuple[float, float]:
-    masks = _closure_masks_of(structure)
+    masks = _layout_of(structure)[0]
     d = len(structure[0])
     if d > MAX_EXACT_NODES:
         delta = float(len(masks) - 1)
-    else:
+    else:  # #odd(delta) = (|N_I| - W(delta)) / 2, W the transform of N_I's indicator
         w = np.zeros(1 << d, dtype=np.int64)
         w[masks] = 1
-        h = 1
-        while h < w.size:  # in-place fast Walsh-Hadamard transform
-            w = w.reshape(-1, 2, h)
-            w = np.stack([w[:, 0] + w[:, 1], w[:, 0] - w[:, 1]], axis=1).reshape(-1)
-            h *= 2
-        odd = (len(masks) - w[1:]) // 2
+        odd = (len(masks) - _walsh_hadamard(w)[1:]) // 2
         delta = float(odd.max())
     root = math.sqrt(delta)
     return delta, root if root * root >= delta else math.nextafter(root, math.inf)
 
 
-def _family_hadamard(k: int) -> np.ndarray:
-    """``H[a, b] = (-1)^{popcount(a & b)}`` on ``k`` bits, axis 0 of a table as the top bit."""
-    idx = np.arange(1 << k, dtype=np.int64)
-    return 1 - 2 * _popcount_parity(idx[:, None] & idx[None, :])
-
-
-def _subset_mask(fam: tuple[int, ...], a: int) -> int:
-    """Node bitmask of subset ``a`` of a family (bit ``k`` of ``a`` from the top = axis ``k``)."""
-    k = len(fam)
-    return sum(1 << fam[t] for t in range(k) if a >> (k - 1 - t) & 1)
-
-
-def _coefficients_from_tables(tables, network, masks) -> np.ndarray:
-    """``hat h`` on ``masks`` from the family count tables (one Hadamard product per family)."""
-    pos = {int(m): i for i, m in enumerate(masks)}
-    out = np.zeros(len(masks), dtype=np.int64)
-    for v, fam in _family_bits(network).items():
-        flat = np.asarray(tables[v], dtype=np.int64).ravel()
-        coef = _family_hadamard(len(fam)) @ flat
-        for a in range(1 << len(fam)):
-            out[pos[_subset_mask(fam, a)]] = coef[a]
+def _coefficients_from_tables(tables, network) -> np.ndarray:
+    """``hat h`` on the closure from the family count tables (one transform per family; a
+    subset shared by several families gets the same value from each)."""
+    out = np.zeros(len(_closure_masks(network)), dtype=np.int64)
+    for v, pos in _family_positions(network).items():
+        out[pos] = _walsh_hadamard(np.asarray(tables[v], dtype=np.int64).ravel())
     return out
 
 
@@ -253,7 +260,7 @@ def bayes_net_fourier_coefficients(data, network: DiscreteBayesNet) -> np.ndarra
     [3, 1, -1, -3]
     """
     net = _binary(network)
-    return _coefficients_from_tables(bayes_net_count_tables(data, net), net, _closure_masks(net))
+    return _coefficients_from_tables(bayes_net_count_tables(data, net), net)
 
 
 @dataclass(frozen=True, eq=False)  # identity equality: it holds arrays
@@ -320,15 +327,11 @@ class BayesNetFourierRelease:
         Layout as :func:`~pymc_dp.releases.bayes_net_count_tables`; cells may be negative
         (see :meth:`projected` and ``shift_t``).
         """
-        net = self.network
-        coef = self.coefficients()
-        pos = {int(m): i for i, m in enumerate(_closure_masks(net))}
-        out = {}
-        for v, fam in _family_bits(net).items():
-            k = len(fam)
-            sub = np.array([coef[pos[_subset_mask(fam, a)]] for a in range(1 << k)])
-            out[v] = (_family_hadamard(k) @ sub / float(1 << k)).reshape((2,) * k)
-        return out
+        net, coef = self.network, self.coefficients()
+        return {
+            v: (_walsh_hadamard(coef[pos]) / float(pos.size)).reshape(net.table_shape(v))
+            for v, pos in _family_positions(net).items()
+        }
 
     def is_nonnegative(self) -> bool:
         """Whether every reconstructed cell is ``>= 0`` (the stealth event of Corollary 3)."""
@@ -424,9 +427,7 @@ def release_bayes_net_fourier(
     net = _binary(network)
     if shift_t is not None:
         shift_t = as_positive_finite("shift_t", shift_t)
-    tables = bayes_net_count_tables(data, net)
-    masks = _closure_masks(net)
-    coef = _coefficients_from_tables(tables, net, masks)
+    coef = _coefficients_from_tables(bayes_net_count_tables(data, net), net)
     n = int(coef[0])
     parity = (n - coef[1:]) // 2  # s_alpha, integers in [0, n]
     sens = fourier_sensitivity(net)
@@ -439,7 +440,7 @@ def release_bayes_net_fourier(
                 f"shift_t needs a pure-epsilon mechanism (Corollary 3 is stated for Laplace "
                 f"noise), got {mech!r} with guarantee {g}"
             )
-        shift = 4.0 * float(shift_t) * len(masks) ** 2 / g.epsilon
+        shift = 4.0 * float(shift_t) * coef.size**2 / g.epsilon
     noisy = release_values(mech, parity, rng, allow_float, "release_bayes_net_fourier")
     return BayesNetFourierRelease(
         network=net,
