@@ -265,6 +265,15 @@ class HMMPrior:
         return out[0], out[1], e
 
 
+def _resolve_prior(prior, n_states: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``HMMPrior.resolve`` of ``prior`` (``HMMPrior()`` for None); ``TypeError`` naming
+    ``prior`` for anything that is not an :class:`HMMPrior`."""
+    prior = HMMPrior() if prior is None else prior
+    if not isinstance(prior, HMMPrior):
+        raise TypeError(f"prior must be an HMMPrior, got {prior!r}")
+    return prior.resolve(n_states)
+
+
 @dataclass(frozen=True, eq=False)
 class PluginGibbsResult:
     """Draws of the plug-in Gibbs sampler (:meth:`HMMCountsRelease.plugin_gibbs`).
@@ -417,10 +426,7 @@ class HMMCountsRelease:
         k = _as_int_bound("n_states", n_states, 1)
         draws = _as_int_bound("draws", draws, 1)
         tune = _as_int_bound("tune", tune, 0)
-        prior = HMMPrior() if prior is None else prior
-        if not isinstance(prior, HMMPrior):
-            raise TypeError(f"prior must be an HMMPrior, got {prior!r}")
-        a, b, e = prior.resolve(k)
+        a, b, e = _resolve_prior(prior, k)
         stats, offsets = self.plugin_statistics()
         rng = np.random.default_rng(rng)
         z0 = rng.integers(0, k, size=self.shape)
@@ -490,6 +496,8 @@ class HMMCountsRelease:
             feature, when ``entries_per_step`` holds a negative or non-integer number or a
             step has more than :data:`~pymc_dp.math.multinomial_noise.MAX_TRIALS` entries,
             or when its released cells are NaN, infinite or (integer mechanism) fractional.
+        TypeError
+            For a ``prior`` that is not an :class:`HMMPrior`.
         NotImplementedError
             When a feature has more than two values and the mechanism's noise law is not one
             of the built-in families (Laplace, Gaussian, two-sided geometric, discrete
@@ -524,8 +532,7 @@ class HMMCountsRelease:
         from pymc_dp.distributions.privatized import Privatized
 
         k = _as_int_bound("n_states", n_states, 1)
-        prior = HMMPrior() if prior is None else prior
-        a, b, e = prior.resolve(k)
+        a, b, e = _resolve_prior(prior, k)
         r, t = self.shape
         binary = [j for j, v in enumerate(self.n_values) if v == 2]
         categorical = [j for j, v in enumerate(self.n_values) if v > 2]

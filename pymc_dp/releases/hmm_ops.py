@@ -72,7 +72,7 @@ from pymc_dp._validation import _as_real, as_bool, as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee, round_up
 from pymc_dp.kernels.hmm_plugin import transition_counts, update_states
 from pymc_dp.releases._families import _as_int_bound
-from pymc_dp.releases.hmm import HMMPrior, _full_table, _n_values, _table
+from pymc_dp.releases.hmm import _full_table, _n_values, _resolve_prior, _table
 from pymc_dp.releases.ops import (
     OnePosteriorSample,
     dirichlet_categorical_log_likelihood_range,
@@ -485,10 +485,7 @@ def hmm_one_posterior_sample(
     eps = as_positive_finite("epsilon", epsilon)
     sweeps = _as_int_bound("sweeps", sweeps, 1)
     c, a0 = hmm_ops_log_likelihood_range(vals, truncation_multiplier)
-    prior = HMMPrior() if prior is None else prior
-    if not isinstance(prior, HMMPrior):
-        raise TypeError(f"prior must be an HMMPrior, got {prior!r}")
-    a, b, e = prior.resolve(k)
+    a, b, e = _resolve_prior(prior, k)
     ops = OnePosteriorSample(eps, c)
     stats, offsets = _full_table(counts, n, vals)
     gen = np.random.default_rng(rng)

@@ -270,6 +270,8 @@ def test_validation_errors_name_the_argument():
         rel.model(2, prior=HMMPrior(emission=float("nan")))
     with pytest.raises(TypeError, match="prior"):
         rel.plugin_gibbs(2, prior={"init": 1.0})
+    with pytest.raises(TypeError, match="prior"):
+        rel.model(2, prior={"init": 1.0})
     assert isinstance(rel.model(2), pm.Model)
 
 
