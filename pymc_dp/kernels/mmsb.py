@@ -70,15 +70,22 @@ import math
 
 import numba
 import numpy as np
-from numba.np.random.distributions import random_binomial, random_standard_gamma
-from numba.np.random.generator_core import next_double
+
+from pymc_dp.kernels.poisson_factor import (
+    _cumulative,
+    _generator,
+    _log_gamma1,
+    _take,
+    _unit,
+)
 
 __all__ = ["allocate_pairs", "mmsb_scan", "observed_pairs"]
 
 
 @numba.njit(cache=True)
 def _allocate(y, rows, cols, lt, lp, bitgen, send, recv, pairs):  # pragma: no cover - compiled
-    """Allocate every count to the ``C x C`` community pairs; returns -1, or the index of the
+    """Allocate every count to the ``C x C`` community pairs (the draws of
+    :mod:`pymc_dp.kernels.poisson_factor`'s allocation); returns -1, or the index of the
     first entry with a positive count whose every pair has weight zero."""
     c_n = lt.shape[1]
     k = c_n * c_n
@@ -99,16 +106,10 @@ def _allocate(y, rows, cols, lt, lp, bitgen, send, recv, pairs):  # pragma: no c
                     top = x
         if top == -np.inf:
             return e
-        total = 0.0
-        for q in range(k):
-            total += math.exp(w[q] - top)
-            cum[q] = total
-        if n <= 2 * k:  # unit by unit: inverse CDF
+        total = _cumulative(w, top, cum)
+        if n <= 2 * k:  # unit by unit
             for _ in range(n):
-                u = next_double(bitgen) * total
-                q = 0
-                while q < k - 1 and cum[q] <= u:
-                    q += 1
+                q = _unit(cum, total, bitgen)
                 c = q // c_n
                 d = q - c * c_n
                 send[i, c] += 1
@@ -119,16 +120,7 @@ def _allocate(y, rows, cols, lt, lp, bitgen, send, recv, pairs):  # pragma: no c
             rest = total
             for q in range(k):
                 pq = math.exp(w[q] - top)
-                if q == k - 1:
-                    m = left
-                else:
-                    p = pq / rest if rest > 0.0 else 1.0
-                    if p >= 1.0:
-                        m = left
-                    elif p <= 0.0:
-                        m = 0
-                    else:
-                        m = random_binomial(bitgen, left, p)
+                m = left if q == k - 1 else _take(left, pq, rest, bitgen)
                 if m > 0:
                     c = q // c_n
                     d = q - c * c_n
@@ -140,18 +132,6 @@ def _allocate(y, rows, cols, lt, lp, bitgen, send, recv, pairs):  # pragma: no c
                 if left == 0:
                     break
     return -1
-
-
-@numba.njit(cache=True)
-def _log_gamma1(a, rate, bitgen):  # pragma: no cover - compiled
-    """``log G``, ``G ~ Gamma(a, rate)``, finite for any shape ``a > 0``."""
-    if a >= 1.0:
-        return math.log(random_standard_gamma(bitgen, a)) - math.log(rate)
-    g = random_standard_gamma(bitgen, a + 1.0)
-    u = next_double(bitgen)
-    while u <= 0.0:
-        u = next_double(bitgen)
-    return math.log(g) + math.log(u) / a - math.log(rate)
 
 
 @numba.njit(cache=True)
@@ -191,12 +171,6 @@ def _pi_draw(lp, a, rate, shape, bitgen):  # pragma: no cover - compiled
     for c in range(c_n):
         for d in range(c_n):
             lp[c, d] = _log_gamma1(a[c, d] + shape[c, d], rate[c, d], bitgen)
-
-
-def _generator(rng) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    return rng
 
 
 def observed_pairs(n_actors, mask=None):

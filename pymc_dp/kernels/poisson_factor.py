@@ -64,11 +64,49 @@ from numba.np.random.generator_core import next_double
 __all__ = ["allocate_counts", "draw_log_gamma", "factor_scan"]
 
 
+@numba.njit(cache=True, inline="always")
+def _cumulative(w, top, cum):  # pragma: no cover - compiled
+    """``cum[j] = sum_{i <= j} exp(w[i] - top)`` for ``top = max(w)`` finite; returns
+    ``cum[-1]``."""
+    total = 0.0
+    for j in range(w.shape[0]):
+        total += math.exp(w[j] - top)
+        cum[j] = total
+    return total
+
+
+@numba.njit(cache=True, inline="always")
+def _unit(cum, total, bitgen):  # pragma: no cover - compiled
+    """The component of one unit: inverse CDF of the weights ``cum`` (:func:`_cumulative`)."""
+    u = next_double(bitgen) * total
+    j = 0
+    while j < cum.shape[0] - 1 and cum[j] <= u:
+        j += 1
+    return j
+
+
+@numba.njit(cache=True, inline="always")
+def _take(left, pj, rest, bitgen):  # pragma: no cover - compiled
+    """Sequential binomial step: how many of the ``left`` units not yet allocated go to a
+    component of weight ``pj``, the weights of it and the components after it summing to
+    ``rest`` (the last component takes ``left``: ``pj == rest``)."""
+    q = pj / rest if rest > 0.0 else 1.0
+    if q >= 1.0:
+        return left
+    if q <= 0.0:
+        return 0
+    return random_binomial(bitgen, left, q)
+
+
 @numba.njit(cache=True)
 def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - compiled
     """Allocate every count to the components; add the row / column sums into ``rows``
     ``(D, K)`` and ``cols`` ``(K, V)``. Returns -1, or the flat index of the first cell with a
-    positive count whose every component has weight zero (nothing allocated from there on)."""
+    positive count whose every component has weight zero (nothing allocated from there on).
+
+    Per cell: unit by unit (:func:`_unit`) when ``y <= 2 K``, else sequential binomials
+    (:func:`_take`). :mod:`pymc_dp.kernels.mmsb` and :mod:`pymc_dp.kernels.poisson_tensor`
+    allocate with the same three helpers."""
     n_rows, n_cols = y.shape
     k = log_theta.shape[1]
     w = np.empty(k)
@@ -85,30 +123,18 @@ def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - 
                     top = w[j]
             if top == -np.inf:
                 return d * n_cols + v
-            total = 0.0
-            for j in range(k):
-                total += math.exp(w[j] - top)
-                cum[j] = total
-            if n <= 2 * k:  # unit by unit: inverse CDF of the component probabilities
+            total = _cumulative(w, top, cum)
+            if n <= 2 * k:
                 for _ in range(n):
-                    u = next_double(bitgen) * total
-                    j = 0
-                    while j < k - 1 and cum[j] <= u:
-                        j += 1
+                    j = _unit(cum, total, bitgen)
                     rows[d, j] += 1
                     cols[j, v] += 1
-            else:  # sequential binomials: component j given the units not yet allocated
+            else:
                 left = n
                 rest = total
                 for j in range(k - 1):
                     pj = math.exp(w[j] - top)
-                    q = pj / rest if rest > 0.0 else 1.0
-                    if q >= 1.0:
-                        c = left
-                    elif q <= 0.0:
-                        c = 0
-                    else:
-                        c = random_binomial(bitgen, left, q)
+                    c = _take(left, pj, rest, bitgen)
                     rows[d, j] += c
                     cols[j, v] += c
                     left -= c
@@ -122,19 +148,22 @@ def _allocate(y, log_theta, log_phi, bitgen, rows, cols):  # pragma: no cover - 
 
 
 @numba.njit(cache=True)
+def _log_gamma1(a, rate, bitgen):  # pragma: no cover - compiled
+    """``log G``, ``G ~ Gamma(a, rate)``, finite for any shape ``a > 0`` (module docstring)."""
+    if a >= 1.0:
+        return math.log(random_standard_gamma(bitgen, a)) - math.log(rate)
+    g = random_standard_gamma(bitgen, a + 1.0)
+    u = next_double(bitgen)
+    while u <= 0.0:
+        u = next_double(bitgen)
+    return math.log(g) + math.log(u) / a - math.log(rate)
+
+
+@numba.njit(cache=True)
 def _log_gamma(shape, rate, bitgen, out):  # pragma: no cover - compiled
     """``out = log G`` for ``G ~ Gamma(shape, rate)`` elementwise (flat arrays)."""
     for i in range(out.size):
-        a = shape[i]
-        if a >= 1.0:
-            g = random_standard_gamma(bitgen, a)
-            out[i] = math.log(g) - math.log(rate[i])
-        else:
-            g = random_standard_gamma(bitgen, a + 1.0)
-            u = next_double(bitgen)
-            while u <= 0.0:
-                u = next_double(bitgen)
-            out[i] = math.log(g) + math.log(u) / a - math.log(rate[i])
+        out[i] = _log_gamma1(shape[i], rate[i], bitgen)
 
 
 def _generator(rng) -> np.random.Generator:

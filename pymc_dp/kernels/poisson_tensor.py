@@ -39,8 +39,8 @@ import math
 
 import numba
 import numpy as np
-from numba.np.random.distributions import random_binomial, random_standard_gamma
-from numba.np.random.generator_core import next_double
+
+from pymc_dp.kernels.poisson_factor import _cumulative, _log_gamma1, _take, _unit
 
 __all__ = ["cp_scan"]
 
@@ -48,7 +48,8 @@ __all__ = ["cp_scan"]
 @numba.njit(cache=True)
 def _allocate(y, index, offsets, lf, bitgen, sums):  # pragma: no cover - compiled
     """``y`` (E,), ``index`` (E, M) row of each mode, ``lf`` the stacked log factors
-    (sum_m I_m, C), ``offsets`` (M,); adds the per-mode sums into ``sums`` (same layout)."""
+    (sum_m I_m, C), ``offsets`` (M,); adds the per-mode sums into ``sums`` (same layout).
+    The draws of :mod:`pymc_dp.kernels.poisson_factor`'s allocation."""
     n_modes = index.shape[1]
     k = lf.shape[1]
     w = np.empty(k)
@@ -67,16 +68,10 @@ def _allocate(y, index, offsets, lf, bitgen, sums):  # pragma: no cover - compil
                 top = x
         if top == -np.inf:
             return e
-        total = 0.0
-        for c in range(k):
-            total += math.exp(w[c] - top)
-            cum[c] = total
+        total = _cumulative(w, top, cum)
         if n <= 2 * k:
             for _ in range(n):
-                u = next_double(bitgen) * total
-                c = 0
-                while c < k - 1 and cum[c] <= u:
-                    c += 1
+                c = _unit(cum, total, bitgen)
                 for m in range(n_modes):
                     sums[offsets[m] + index[e, m], c] += 1
         else:
@@ -84,13 +79,7 @@ def _allocate(y, index, offsets, lf, bitgen, sums):  # pragma: no cover - compil
             rest = total
             for c in range(k):
                 pc = math.exp(w[c] - top)
-                if c == k - 1:
-                    got = left
-                else:
-                    p = pc / rest if rest > 0.0 else 1.0
-                    got = (
-                        left if p >= 1.0 else (0 if p <= 0.0 else random_binomial(bitgen, left, p))
-                    )
+                got = left if c == k - 1 else _take(left, pc, rest, bitgen)
                 if got > 0:
                     for m in range(n_modes):
                         sums[offsets[m] + index[e, m], c] += got
@@ -99,17 +88,6 @@ def _allocate(y, index, offsets, lf, bitgen, sums):  # pragma: no cover - compil
                 if left == 0:
                     break
     return -1
-
-
-@numba.njit(cache=True)
-def _log_gamma1(a, rate, bitgen):  # pragma: no cover - compiled
-    if a >= 1.0:
-        return math.log(random_standard_gamma(bitgen, a)) - math.log(rate)
-    g = random_standard_gamma(bitgen, a + 1.0)
-    u = next_double(bitgen)
-    while u <= 0.0:
-        u = next_double(bitgen)
-    return math.log(g) + math.log(u) / a - math.log(rate)
 
 
 @numba.njit(cache=True)
