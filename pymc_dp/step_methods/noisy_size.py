@@ -36,7 +36,6 @@ Sampler statistic: ``size_window``, the number of ``N`` values the draw enumerat
 
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 import numpy as np
@@ -78,7 +77,7 @@ def _claimable(rv, model=None) -> bool:
 
 def _log_weights_graph(model, rv, ns):
     """Unnormalised log conditional of ``rv`` at the integer vector ``ns`` (value variables of
-    the other free variables as inputs), and the released noisy size."""
+    the other free variables as inputs)."""
     size_obs, stat_obs = getattr(rv.tag, TAG)
     mech_n = size_obs.owner.op.mechanism
     mech_s = stat_obs.owner.op.mechanism
@@ -89,7 +88,7 @@ def _log_weights_graph(model, rv, ns):
     vec = pm.Binomial.dist(ns, p)
     stat = get_marginal(vec.owner.op, mech_s)(pt.broadcast_to(s_tilde, ns.shape), vec, mech_s)
     logw = pm.logp(rv, ns) + mech_n.logpdf_pt(n_tilde - ns) + stat
-    return model.replace_rvs_by_values([logw, n_tilde])
+    return model.replace_rvs_by_values([logw])[0]
 
 
 class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
@@ -140,23 +139,23 @@ class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
         self.blocked = True
         self.rng = get_random_generator(rng)
         ns = pt.lvector("ns")
-        logw, n_tilde = _log_weights_graph(model, rvs[0], ns)
-        used = set(graph_inputs([logw, n_tilde]))
+        logw = _log_weights_graph(model, rvs[0], ns)
+        used = set(graph_inputs([logw]))
         self._inputs = [v for v in model.value_vars if v in used and v is not self.vars[0]]
         self._fn = compile_pymc(
-            [*self._inputs, ns],
-            [logw, n_tilde],
-            on_unused_input="ignore",
-            **(compile_kwargs or {}),
+            [*self._inputs, ns], logw, on_unused_input="ignore", **(compile_kwargs or {})
         )
         size_obs, stat_obs = getattr(rvs[0].tag, TAG)
+        # the released noisy size: the constant NoisySizeRelease.model observes (the window's
+        # centre, read once here rather than evaluated at every step)
+        self._n_tilde = float(model.rvs_to_values[size_obs].data)
         self._mech_n = size_obs.owner.op.mechanism
         self._log_c = float(stat_obs.owner.op.mechanism.logpdf(0.0))
         self._w = _W0
 
-    def _tail_bound(self, n_tilde: float, lo: int, hi: int) -> float:
+    def _tail_bound(self, lo: int, hi: int) -> float:
         """Log of the bound on the neglected mass outside ``[lo, hi]`` (module docstring)."""
-        mech = self._mech_n
+        mech, n_tilde = self._mech_n, self._n_tilde
         d_hi = hi + 1 - n_tilde
         parts = [np.logaddexp(mech.logpdf(d_hi), mech.logsf(d_hi))]
         if lo > 0:
@@ -167,11 +166,10 @@ class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
     def step(self, point):
         """One exact draw of ``N`` from its full conditional."""
         args = [point[v.name] for v in self._inputs]
-        _, n_tilde = self._fn(*args, np.zeros(1, np.int64))
         out = draw_in_window(
-            lambda ns: self._fn(*args, ns)[0],
-            float(n_tilde),
-            functools.partial(self._tail_bound, float(n_tilde)),
+            lambda ns: self._fn(*args, ns),
+            self._n_tilde,
+            self._tail_bound,
             self.rng,
             half_width=self._w,
             max_window=_MAX_WINDOW,
