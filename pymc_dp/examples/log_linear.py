@@ -47,7 +47,6 @@ Examples
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -56,8 +55,10 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._cache import lazy_module
+from pymc_dp._validation import as_positive_finite
 from pymc_dp.accounting import PrivacyGuarantee
 from pymc_dp.distributions.release import Release
+from pymc_dp.kernels.collapsed_bn import compositions
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.releases._families import _as_int_bound, _as_records, _integers, _sqrt_up
 from pymc_dp.releases.sufficient import _calibrate, _readonly, release_values
@@ -76,7 +77,8 @@ __all__ = [
 special = lazy_module("scipy.special")
 
 #: the largest enumeration :func:`enumerate_posterior_means` makes: multisets of records times
-#: joint cells (its count table, 8 bytes an entry: 160 MB at this size)
+#: joint cells, the entries of its count table (8 bytes each: 160 MB at this size; the integer
+#: table it is built from stays cached in :func:`pymc_dp.kernels.collapsed_bn.compositions`)
 MAX_ENUMERATION = 20_000_000
 
 
@@ -246,18 +248,6 @@ def release_tables(
     )
 
 
-def _prior(prior) -> float:
-    try:
-        a = float(prior)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"prior must be a positive number (Dirichlet concentration), got {prior!r}"
-        ) from None
-    if not (math.isfinite(a) and a > 0):
-        raise ValueError(f"prior must be a finite number > 0, got {prior!r}")
-    return a
-
-
 def _check_release(release) -> LogLinearRelease:
     if not isinstance(release, LogLinearRelease):
         raise TypeError(f"release must be a LogLinearRelease (release_tables), got {release!r}")
@@ -298,7 +288,7 @@ def log_linear_model(release, prior=2.0, *, name: str = "release") -> pm.Model:
     (['p', 'q_0', 'x_0', 'y'], 1.0)
     """
     rel = _check_release(release)
-    a = np.float64(_prior(prior))
+    a = np.float64(as_positive_finite("prior", prior))
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     n_i, n_j, n_k = rel.n_classes, rel.n_levels, rel.n_features
@@ -394,7 +384,7 @@ def naive_posterior_means(release, prior=2.0) -> dict[str, np.ndarray]:
     [0.5, 0.5]
     """
     rel = _check_release(release)
-    a = _prior(prior)
+    a = as_positive_finite("prior", prior)
     t = np.clip(np.asarray(rel.tables, dtype=np.float64), 0.0, None)
     ni = t[0].sum(axis=1)
     q = (a + t) / (a * rel.n_levels + t.sum(axis=2, keepdims=True))
@@ -439,7 +429,7 @@ def enumerate_posterior_means(release, prior=2.0) -> dict[str, np.ndarray]:
     [0.4, 0.6]
     """
     rel = _check_release(release)
-    a = _prior(prior)
+    a = as_positive_finite("prior", prior)
     n_i, n_j, n_k, n = rel.n_classes, rel.n_levels, rel.n_features, rel.n
     n_cells = n_i * n_j**n_k
     size = math.comb(n + n_cells - 1, n)
@@ -449,18 +439,13 @@ def enumerate_posterior_means(release, prior=2.0) -> dict[str, np.ndarray]:
             f"enumerate, more than MAX_ENUMERATION = {MAX_ENUMERATION} entries: use fewer "
             "records, classes, levels or features"
         )
-    # joint cell c <-> (y, x_1..x_K), C order
-    cell_y, *cell_x = np.unravel_index(np.arange(n_cells), (n_i,) + (n_j,) * n_k)
-    combos = np.array(list(itertools.combinations_with_replacement(range(n_cells), n)))
-    counts = np.zeros((combos.shape[0], n_cells))
-    np.add.at(counts, (np.arange(combos.shape[0])[:, None], combos), 1.0)
-    # class counts and tables of every multiset
-    ny = np.stack([counts[:, cell_y == i].sum(axis=1) for i in range(n_i)], axis=1)
-    tab = np.zeros((counts.shape[0], n_k, n_i, n_j))
-    for k in range(n_k):
-        for i in range(n_i):
-            for j in range(n_j):
-                tab[:, k, i, j] = counts[:, (cell_y == i) & (cell_x[k] == j)].sum(axis=1)
+    # every multiset as its joint-cell counts (cell c <-> (y, x_1..x_K) in C order), built
+    # directly: size x n_cells entries, no (size, n) table of records
+    counts = compositions(n, n_cells)[::-1].astype(np.float64)  # reversed: the former order
+    cube = counts.reshape(-1, n_i, *(n_j,) * n_k)  # (multiset, y, x_1, ..., x_K)
+    ny = cube.reshape(counts.shape[0], n_i, -1).sum(axis=2)
+    feats = tuple(range(2, 2 + n_k))
+    tab = np.stack([cube.sum(axis=feats[:k] + feats[k + 1 :]) for k in range(n_k)], axis=1)
     gl = special.gammaln
     log_mult = gl(n + 1.0) - gl(counts + 1.0).sum(axis=1)  # ordered record sets per multiset
     log_prior = (gl(a + ny).sum(axis=1) - gl(n_i * a + n)) + (
