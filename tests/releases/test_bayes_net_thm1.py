@@ -32,8 +32,12 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
+import pymc_dp as pmdp
+from pymc_dp.releases import DiscreteBayesNet, bayes_net_count_tables
+
 N_REC, EPS, DELTA, M = 20, 1.0, 0.05, 20_000
-NODES = 3  # naive Bayes: y -> x0, x1; rows: y, (x0 | y = 0, 1), (x1 | y = 0, 1): m = 5
+# naive Bayes y -> x0, x1 (|I| = 3); Beta rows: y, (x0 | y = 0, 1), (x1 | y = 0, 1): m = 5
+NET = DiscreteBayesNet({"y": 2, "x0": 2, "x1": 2}, {"x0": ["y"], "x1": ["y"]})
 
 
 def beta_kl(a1, b1, a2, b2):
@@ -63,21 +67,21 @@ def test_beta_kl_matches_quadrature():
 
 
 def _counts(rng):
-    """Per Beta row (alpha-count, beta-count) of a naive Bayes dataset with 2 features."""
+    """Per Beta row (alpha-count, beta-count) of a naive Bayes dataset with 2 features: the
+    rows of ``bayes_net_count_tables``, ones first."""
     y = rng.random(N_REC) < 0.5
     x = rng.random((N_REC, 2)) < np.where(y[:, None], 0.8, 0.3)
-    rows = [(y.sum(), (~y).sum())]
-    for k in range(2):
-        for cls in (False, True):
-            sel = y == cls
-            rows.append((x[sel, k].sum(), (~x[sel, k]).sum()))
-    return np.array(rows, dtype=np.float64)  # (m, 2): Delta alpha, Delta beta
+    t = bayes_net_count_tables(np.column_stack([y, x]).astype(np.int64), NET)
+    rows = np.array([t["y"], *t["x0"], *t["x1"]], dtype=np.float64)  # (count of 0, of 1)
+    return rows[:, ::-1]  # (m, 2): Delta alpha, Delta beta
 
 
 def _kl_losses(counts, rng):
-    """f(Z) for M independent Alg. 1 releases (prior Beta(1, 1) everywhere)."""
-    scale = 2 * NODES / EPS  # Lemma 1
-    z = np.clip(counts + rng.laplace(0.0, scale, size=(M, *counts.shape)), 0.0, N_REC)
+    """f(Z) for M independent Alg. 1 releases (prior Beta(1, 1) everywhere): the library's
+    Laplace mechanism at the network's Lemma 1 sensitivity 2|I|, clipped to [0, n]."""
+    mech = pmdp.Laplace(epsilon=EPS, sensitivity=NET.sensitivity()[0])
+    noisy = mech.release(np.broadcast_to(counts, (M, *counts.shape)), rng=rng, allow_float=True)
+    z = np.clip(noisy, 0.0, N_REC)
     a, b = 1.0 + counts[:, 0], 1.0 + counts[:, 1]
     return beta_kl(a, b, 1.0 + z[..., 0], 1.0 + z[..., 1]).sum(axis=1)
 
