@@ -2,14 +2,17 @@
 
 References are independent of the module: a brute-force enumeration of every ordered record set
 (itertools.product) with the parameters integrated out by hand (scipy's gammaln) and scipy's
-Laplace density; the privacy loss by enumerating every pair of neighbouring data sets.
+Laplace density; the conjugate Dirichlet posterior of a known table; the privacy loss by
+enumerating every pair of neighbouring data sets.
 
 False-alarm rates: the exact-reference comparisons are deterministic (relative 1e-10); the
 sampler check compares 5 posterior means with the exact ones at 4.89 MCSE each (two-sided 1e-6
 each, 5e-6 in all); the chi-square check of :func:`simulate` is at 1e-6. Negative controls: the
 naive analysis (noisy tables taken as counts) is rejected by the same MCSE check; the
 chi-square check rejects records drawn with the two classes' feature laws swapped; a mechanism
-calibrated to a sensitivity below ``2K`` has an exact loss above its claim.
+calibrated to a sensitivity below ``2K`` has an exact loss above its claim; the enumeration with
+more records than cells matches the conjugate posterior of the true table when the noise is
+negligible and not at the slides' noise scale.
 """
 
 import functools
@@ -76,7 +79,33 @@ def test_enumeration_matches_brute_force():
     assert np.max(np.abs(naive["q"] - q)) > 0.05
 
 
-def test_pm_sample_matches_enumeration():
+def test_enumeration_with_more_records_than_cells(rng):
+    """n = 40 records over 4 joint cells (the enumeration's count table, not a table of
+    records, is what MAX_ENUMERATION bounds): with almost no noise the tables pin the records'
+    counts, so the exact posterior is the conjugate one of the true table (deterministic);
+    control: at the slides' scale 2K / epsilon = 2 it is not."""
+    y, x = ll.simulate(40, [0.4, 0.6], [[[0.7, 0.3], [0.2, 0.8]]], rng=rng)
+    t = ll.tables(y, x, n_classes=2, n_levels=2)[0]
+    p = (2.0 + t.sum(axis=1)) / (4.0 + 40)
+    q = (2.0 + t) / (4.0 + t.sum(axis=1, keepdims=True))
+    err = {}
+    for scale in (1e-3, 2.0):
+        rel = ll.release_tables(
+            y,
+            x,
+            n_classes=2,
+            n_levels=2,
+            mechanism=pmdp.Laplace(scale=scale, sensitivity=2),
+            rng=rng,
+            allow_float=True,
+        )
+        got = ll.enumerate_posterior_means(rel, 2.0)
+        err[scale] = max(np.max(np.abs(got["p"] / p - 1)), np.max(np.abs(got["q"][0] / q - 1)))
+    assert err[1e-3] <= 1e-10, err
+    assert err[2.0] > 1e-3, err  # control
+
+
+def test_pm_sample_matches_enumeration(rng):
     """The default pm.sample (Ju et al.'s sampler) against the exact posterior; naive rejected."""
     rel = _release()
     model = ll.log_linear_model(rel, 2.0)
@@ -87,7 +116,7 @@ def test_pm_sample_matches_enumeration():
             chains=2,
             cores=1,
             progressbar=False,
-            random_seed=11,
+            random_seed=rng,
             compute_convergence_checks=False,
         )
     steps = idata.sample_stats
