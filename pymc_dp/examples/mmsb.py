@@ -37,21 +37,25 @@ Examples
 
 from __future__ import annotations
 
-import math
-import numbers
 import weakref
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pymc.model import modelcontext
-from pymc.step_methods.compound import BlockedStep, Competence
-from pymc.util import get_random_generator
 
-from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.distributions.privatized import Privatized
-from pymc_dp.kernels.count_posterior import draw_true_counts
+from pymc_dp.examples import _common
+from pymc_dp.examples._common import (
+    AllGibbs,
+    block_factor,
+    generator,
+    geometric_release,
+    integer_counts,
+    positive_float,
+    positive_int,
+    posterior_mean,
+)
 from pymc_dp.kernels.mmsb import mmsb_scan, observed_pairs
 from pymc_dp.mechanisms.geometric import Geometric
 
@@ -68,7 +72,7 @@ __all__ = [
 ]
 
 #: the four ways :func:`build_model` writes the model
-HOWS = ("nonprivate", "naive", "augmented", "marginal")
+HOWS = _common.HOWS
 
 # Block-structured truth of simulate(): in-community memberships Gamma(shape 4, mean 1),
 # within-community interaction Gamma(shape 4, mean 4), sparse additions elsewhere.
@@ -90,46 +94,16 @@ class _Spec(NamedTuple):
     alpha: float | None
     prior_shape: float
     prior_rate: float
-    n_actors: int
-    n_communities: int
-
-
-def _generator(rng) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _positive_float(name: str, value) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0.0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return x
 
 
 def _square_counts(name: str, values, *, nonnegative: bool) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
         raise ValueError(f"{name} must be a square V x V matrix with V >= 2, got {arr.shape}")
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
-        raise ValueError(f"{name} must hold finite integers")
-    if np.any(np.abs(arr) > 2**50):
-        raise ValueError(f"{name} must lie within +-2**50")
-    off = ~np.eye(arr.shape[0], dtype=bool)
-    if nonnegative and np.any(arr[off] < 0):
+    y = integer_counts(name, arr, bits=50, nonnegative=False)
+    if nonnegative and np.any(y[~np.eye(y.shape[0], dtype=bool)] < 0):
         raise ValueError(f"{name} must be non-negative (true counts) off the diagonal")
-    return arr.astype(np.int64)
+    return y
 
 
 def simulate(n_actors, n_communities, *, rng=None, block=True) -> dict:
@@ -162,21 +136,15 @@ def simulate(n_actors, n_communities, *, rng=None, block=True) -> dict:
     >>> t["counts"].shape, int(np.trace(t["counts"])), t["pi"].shape
     ((6, 6), 0, (2, 2))
     """
-    v = _positive_int("n_actors", n_actors)
+    v = positive_int("n_actors", n_actors)
     if v < 2:
         raise ValueError(f"n_actors must be at least 2 (no self-loops), got {v}")
-    c = _positive_int("n_communities", n_communities)
-    gen = _generator(rng)
+    c = positive_int("n_communities", n_communities)
+    gen = generator(rng)
     if block:
-        member = np.zeros((v, c))
-        member[np.arange(v), np.arange(v) * c // v] = 1.0
-        main = gen.gamma(_IN_SHAPE, _IN_MEAN / _IN_SHAPE, size=(v, c))
-        extra = gen.exponential(_SPARSE_MEAN, (v, c)) * (gen.random((v, c)) < _SPARSE_PROB)
-        theta = member * main + (1.0 - member) * extra
-        eye = np.eye(c)
-        pi_main = gen.gamma(_PI_SHAPE, _PI_MEAN / _PI_SHAPE, size=(c, c))
-        pi_extra = gen.exponential(_PI_SPARSE_MEAN, (c, c)) * (gen.random((c, c)) < _PI_SPARSE_PROB)
-        pi = eye * pi_main + (1.0 - eye) * pi_extra
+        theta = block_factor(gen, v, c, _IN_SHAPE, _IN_MEAN, _SPARSE_PROB, _SPARSE_MEAN)
+        # C x C with C blocks: the diagonal
+        pi = block_factor(gen, c, c, _PI_SHAPE, _PI_MEAN, _PI_SPARSE_PROB, _PI_SPARSE_MEAN)
     else:
         theta = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(v, c))
         pi = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(c, c))
@@ -210,7 +178,7 @@ def top_actor_mask(counts, n_top) -> np.ndarray:
     """
     y = _square_counts("counts", counts, nonnegative=True)
     v = y.shape[0]
-    k = _positive_int("n_top", n_top)
+    k = positive_int("n_top", n_top)
     if k >= v:
         raise ValueError(f"n_top must be below the number of actors {v}, got {k}")
     off = np.where(np.eye(v, dtype=bool), 0, y)
@@ -252,17 +220,9 @@ def privatize(counts, epsilon, *, rng=None, relative_to_mean=True):
     ((2, 2), 0, True)
     """
     y = _square_counts("counts", counts, nonnegative=True)
-    eps = _positive_float("epsilon", epsilon)
     off = ~np.eye(y.shape[0], dtype=bool)
-    if relative_to_mean:
-        n = float(y[off].mean())
-        if not n > 0.0:
-            raise ValueError("counts are all zero: relative_to_mean needs a mean N > 0")
-        mechanism = Geometric(alpha=math.exp(-eps / n))
-    else:
-        mechanism = Geometric(epsilon=eps)
     noisy = np.zeros_like(y)
-    noisy[off] = mechanism.release(y[off], rng=None if rng is None else _generator(rng))
+    noisy[off], mechanism = geometric_release(y[off], epsilon, rng, relative_to_mean)
     return noisy, mechanism
 
 
@@ -317,9 +277,9 @@ def build_model(
             f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
         )
     y = _square_counts("counts", counts, nonnegative=how == "nonprivate")
-    c = _positive_int("n_communities", n_communities)
-    a0 = _positive_float("prior_shape", prior_shape)
-    b0 = _positive_float("prior_rate", prior_rate)
+    c = positive_int("n_communities", n_communities)
+    a0 = positive_float("prior_shape", prior_shape)
+    b0 = positive_float("prior_rate", prior_rate)
     v = y.shape[0]
     rows, cols = observed_pairs(v, mask)
     if rows.size == 0:
@@ -349,11 +309,11 @@ def build_model(
                 dims="entry",
             )
     alpha = float(mechanism.alpha) if how == "augmented" else None
-    _SPECS[model] = _Spec(how, rows, cols, data, alpha, a0, b0, v, c)
+    _SPECS[model] = _Spec(how, rows, cols, data, alpha, a0, b0)
     return model
 
 
-class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
+class MMSBGibbs(AllGibbs):
     """All-Gibbs step for a model of :func:`build_model` (``how`` not ``"marginal"``).
 
     One scan: the true counts given the release and the current rates (exact,
@@ -381,63 +341,19 @@ class MMSBGibbs(ForgetsInitialPoint, BlockedStep):
     """
 
     name = "mmsb_gibbs"
-    default_blocked = True
-    stats_dtypes_shapes: ClassVar[dict] = {}
+    FACTORS = ("theta", "pi")
+    SPECS = _SPECS
+    SOURCE = "pymc_dp.examples.mmsb.build_model"
 
-    def __new__(cls, model=None, **kwargs):
-        # PyMC's BlockedStep.__new__ reads the model from the keyword (or the context) and
-        # would take a positional argument for the variables
-        if model is not None and not isinstance(model, pm.Model):
-            raise ValueError(f"model must be a pymc.Model from build_model, got {model!r}")
-        return super().__new__(cls, model=model, **kwargs)
-
-    def __init__(self, model=None, *, n_scans=1, rng=None, **kw):
-        kw.pop("initial_point", None)
-        kw.pop("blocked", None)
-        if kw:
-            raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
-        model = modelcontext(model)
-        spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
-        if spec is None or spec.how == "marginal":
-            raise ValueError(
-                "model must come from pymc_dp.examples.mmsb.build_model with how "
-                "'nonprivate', 'naive' or 'augmented'"
-            )
-        self._spec = spec
-        self.n_scans = _positive_int("n_scans", n_scans)
-        self._names = (
-            model.rvs_to_values[model["theta"]].name,
-            model.rvs_to_values[model["pi"]].name,
-        )
-        rvs = [model["theta"], model["pi"]] + ([model["y_true"]] if spec.how == "augmented" else [])
-        self.vars = [model.rvs_to_values[rv] for rv in rvs]
-        self.blocked = True
-        self.rng = get_random_generator(rng)
-
-    def step(self, point):
-        """``n_scans`` scans (class docstring)."""
+    def _scan(self, counts, logs, n_scans):
         s = self._spec
-        new = dict(point)
-        lt = np.asarray(point[self._names[0]], dtype=np.float64)
-        lp = np.asarray(point[self._names[1]], dtype=np.float64)
-        y = s.data
         prior = (s.prior_shape, s.prior_rate, s.prior_shape, s.prior_rate)
-        if s.alpha is None:  # the counts are data: the scans in one call
-            lt, lp = mmsb_scan(y, s.rows, s.cols, lt, lp, *prior, self.rng, n_scans=self.n_scans)
-        for _ in range(self.n_scans if s.alpha is not None else 0):
-            th = np.exp(lt)
-            mu = np.einsum("ec,cd,ed->e", th[s.rows], np.exp(lp), th[s.cols])
-            y = draw_true_counts(s.data, mu, s.alpha, self.rng)
-            lt, lp = mmsb_scan(y, s.rows, s.cols, lt, lp, *prior, self.rng)
-        new[self._names[0]], new[self._names[1]] = lt, lp
-        if s.alpha is not None:
-            new["y_true"] = y.astype(np.asarray(point["y_true"]).dtype, copy=False)
-        return new, []
+        return list(mmsb_scan(counts, s.rows, s.cols, *logs, *prior, self.rng, n_scans=n_scans))
 
-    @staticmethod
-    def competence(var, has_grad=None):
-        """Never chosen by ``pm.sample`` on its own: pass it in ``step=`` (:func:`fit`)."""
-        return Competence.INCOMPATIBLE
+    def _rates(self, logs):
+        s = self._spec
+        th = np.exp(logs[0])
+        return np.einsum("ec,cd,ed->e", th[s.rows], np.exp(logs[1]), th[s.cols])
 
 
 def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, **sample_kwargs):
@@ -467,17 +383,8 @@ def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, 
     >>> posterior_mean_rates(idata).shape
     (3, 3)
     """
-    spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
-    if spec is None:
-        raise ValueError("model must come from pymc_dp.examples.mmsb.build_model")
-    sample_kwargs.setdefault("progressbar", False)
-    if spec.how != "marginal" and "step" not in sample_kwargs:
-        with model:
-            sample_kwargs["step"] = [MMSBGibbs(model=model, n_scans=n_scans)]
-    return pm.sample(
-        draws=draws, tune=tune, chains=chains, random_seed=random_seed, model=model,
-        **sample_kwargs,
-    )  # fmt: skip
+    return MMSBGibbs._fit(model, n_scans, draws=draws, tune=tune, chains=chains,
+                          random_seed=random_seed, **sample_kwargs)  # fmt: skip
 
 
 def posterior_mean_rates(idata) -> np.ndarray:
@@ -504,13 +411,7 @@ def posterior_mean_rates(idata) -> np.ndarray:
     array([[0., 2.],
            [2., 0.]])
     """
-    post = idata["posterior"]
-    theta = np.asarray(post["theta"].values, dtype=np.float64)
-    pi = np.asarray(post["pi"].values, dtype=np.float64)
-    v, c = theta.shape[-2:]
-    theta = theta.reshape(-1, v, c)
-    pi = pi.reshape(-1, c, c)
-    out = np.einsum("sic,scd,sjd->ij", theta, pi, theta, optimize=True) / theta.shape[0]
+    out = posterior_mean(idata, ("theta", "pi", "theta"), "sic,scd,sjd->ij")
     np.fill_diagonal(out, 0.0)
     return out
 

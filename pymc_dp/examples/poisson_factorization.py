@@ -46,13 +46,20 @@ Examples
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 import pymc as pm
 
 from pymc_dp.distributions.privatized import Privatized
+from pymc_dp.examples import _common
+from pymc_dp.examples._common import (
+    block_factor,
+    generator,
+    geometric_release,
+    integer_counts,
+    positive_float,
+    positive_int,
+    sample,
+)
 from pymc_dp.mechanisms.base import Mechanism
 from pymc_dp.mechanisms.geometric import Geometric
 
@@ -67,7 +74,7 @@ __all__ = [
 ]
 
 #: the four ways :func:`build_model` writes the model
-HOWS = ("nonprivate", "naive", "augmented", "marginal")
+HOWS = _common.HOWS
 
 # The block-structured truth of :func:`simulate` (see its docstring).
 _BLOCK_SHAPE = 4.0  # Gamma shape of the in-block factors
@@ -76,38 +83,6 @@ _SPARSE_PROB = 0.1  # probability of a small off-block addition to a factor
 _SPARSE_MEAN = 0.5  # its mean (exponential)
 # Schein et al.'s stated truth, Gamma(shape 0.01, rate 0.5), for ``block=False``
 _SCHEIN_SHAPE, _SCHEIN_RATE = 0.01, 0.5
-
-
-def _generator(rng) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _positive_float(name: str, value) -> np.float64:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0.0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return np.float64(x)
-
-
-def _block_factor(rng, n: int, k: int, *, rows: bool) -> np.ndarray:
-    """``(n, k)`` factor: Gamma on the diagonal blocks plus sparse exponential additions."""
-    block = np.zeros((n, k))
-    block[np.arange(n), np.arange(n) * k // n] = 1.0
-    main = rng.gamma(_BLOCK_SHAPE, _BLOCK_MEAN / _BLOCK_SHAPE, size=(n, k))
-    extra = rng.exponential(_SPARSE_MEAN, size=(n, k)) * (rng.random((n, k)) < _SPARSE_PROB)
-    out = block * main + (1.0 - block) * extra
-    return out if rows else out.T
 
 
 def simulate(n_rows, n_cols, n_components, *, rng=None, block=True) -> dict:
@@ -146,13 +121,14 @@ def simulate(n_rows, n_cols, n_components, *, rng=None, block=True) -> dict:
     >>> bool(np.allclose(truth["rates"], truth["theta"] @ truth["phi"]))
     True
     """
-    d = _positive_int("n_rows", n_rows)
-    v = _positive_int("n_cols", n_cols)
-    k = _positive_int("n_components", n_components)
-    gen = _generator(rng)
+    d = positive_int("n_rows", n_rows)
+    v = positive_int("n_cols", n_cols)
+    k = positive_int("n_components", n_components)
+    gen = generator(rng)
     if block:
-        theta = _block_factor(gen, d, k, rows=True)
-        phi = _block_factor(gen, v, k, rows=False)
+        blocks = (_BLOCK_SHAPE, _BLOCK_MEAN, _SPARSE_PROB, _SPARSE_MEAN)
+        theta = block_factor(gen, d, k, *blocks)
+        phi = block_factor(gen, v, k, *blocks).T
     else:
         theta = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(d, k))
         phi = gen.gamma(_SCHEIN_SHAPE, 1.0 / _SCHEIN_RATE, size=(k, v))
@@ -166,15 +142,7 @@ def _count_matrix(name: str, values, *, nonnegative: bool) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 2 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 2-D matrix, got shape {arr.shape}")
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
-        raise ValueError(f"{name} must hold finite integers")
-    if np.any(arr > 2**53) or np.any(arr < -(2**53)):
-        raise ValueError(f"{name} must lie within +-2**53")
-    if nonnegative and np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative (true counts), got a minimum of {arr.min()}")
-    return arr.astype(np.int64)
+    return integer_counts(name, arr, bits=53, nonnegative=nonnegative)
 
 
 def privatize(counts, epsilon, *, rng=None, relative_to_mean=True):
@@ -217,16 +185,7 @@ def privatize(counts, epsilon, *, rng=None, relative_to_mean=True):
     ((2, 2), dtype('int64'), True)
     """
     y = _count_matrix("counts", counts, nonnegative=True)
-    eps = _positive_float("epsilon", epsilon)
-    if relative_to_mean:
-        n = float(y.mean())
-        if not n > 0.0:
-            raise ValueError("counts are all zero: relative_to_mean needs a mean N > 0")
-        mechanism = Geometric(alpha=math.exp(-eps / n))
-    else:
-        mechanism = Geometric(epsilon=float(eps))
-    noisy = mechanism.release(y, rng=None if rng is None else _generator(rng))
-    return noisy, mechanism
+    return geometric_release(y, epsilon, rng, relative_to_mean)
 
 
 def _check_how(how, mechanism, counts):
@@ -288,9 +247,9 @@ def build_model(counts, n_components, *, how, mechanism=None, prior_shape=0.1, p
     ValueError: counts must be non-negative (true counts), got a minimum of -1
     """
     y = _check_how(how, mechanism, counts)
-    k = _positive_int("n_components", n_components)
-    a0 = _positive_float("prior_shape", prior_shape)
-    b0 = _positive_float("prior_rate", prior_rate)
+    k = positive_int("n_components", n_components)
+    a0 = np.float64(positive_float("prior_shape", prior_shape))
+    b0 = np.float64(positive_float("prior_rate", prior_rate))
     coords = {"row": range(y.shape[0]), "component": range(k), "col": range(y.shape[1])}
     with pm.Model(coords=coords) as model:
         theta = pm.Gamma("theta", a0, b0, shape=(y.shape[0], k), dims=("row", "component"))
@@ -340,15 +299,8 @@ def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, **sample_kw
     >>> posterior_mean_rates(idata).shape
     (2, 2)
     """
-    sample_kwargs.setdefault("progressbar", False)
-    return pm.sample(
-        draws=draws,
-        tune=tune,
-        chains=chains,
-        random_seed=random_seed,
-        model=model,
-        **sample_kwargs,
-    )
+    return sample(model, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
+                  **sample_kwargs)  # fmt: skip
 
 
 def posterior_mean_rates(idata) -> np.ndarray:

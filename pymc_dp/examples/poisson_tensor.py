@@ -29,20 +29,24 @@ Examples
 
 from __future__ import annotations
 
-import math
-import numbers
 import weakref
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
-from pymc.model import modelcontext
-from pymc.step_methods.compound import BlockedStep, Competence
-from pymc.util import get_random_generator
 
-from pymc_dp._pymc_hooks import ForgetsInitialPoint
 from pymc_dp.distributions.privatized import Privatized
-from pymc_dp.kernels.count_posterior import draw_true_counts
+from pymc_dp.examples import _common
+from pymc_dp.examples._common import (
+    AllGibbs,
+    block_factor,
+    generator,
+    geometric_release,
+    integer_counts,
+    positive_float,
+    positive_int,
+    posterior_mean,
+)
 from pymc_dp.kernels.poisson_tensor import cp_scan
 from pymc_dp.mechanisms.geometric import Geometric
 
@@ -57,7 +61,7 @@ __all__ = [
 ]
 
 #: the four ways :func:`build_model` writes the model
-HOWS = ("nonprivate", "naive", "augmented", "marginal")
+HOWS = _common.HOWS
 _FACTORS = ("theta", "phi", "psi")
 _SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -70,35 +74,11 @@ class _Spec(NamedTuple):
     prior_rate: float
 
 
-def _positive_int(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _positive_float(name, value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if isinstance(value, bool) or not (math.isfinite(x) and x > 0.0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return x
-
-
 def _tensor(name, values, *, nonnegative) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 3 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 3-way tensor, got shape {arr.shape}")
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
-        raise ValueError(f"{name} must hold finite integers")
-    if np.any(np.abs(arr) > 2**50):
-        raise ValueError(f"{name} must lie within +-2**50")
-    if nonnegative and np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative (true counts)")
-    return arr.astype(np.int64)
+    return integer_counts(name, arr, bits=50, nonnegative=nonnegative)
 
 
 def simulate(shape, n_components, *, rng=None) -> dict:
@@ -126,16 +106,13 @@ def simulate(shape, n_components, *, rng=None) -> dict:
     dims = tuple(shape) if isinstance(shape, (tuple, list)) else ()
     if len(dims) != 3:
         raise ValueError(f"shape must be a tuple of 3 positive integers, got {shape!r}")
-    dims = tuple(_positive_int("shape", s) for s in dims)
-    c = _positive_int("n_components", n_components)
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    out = {}
-    for name, n in zip(_FACTORS, dims, strict=True):
-        block = np.zeros((n, c))
-        block[np.arange(n), np.arange(n) * c // n] = 1.0
-        main = gen.gamma(4.0, 0.5, size=(n, c))
-        extra = gen.exponential(0.3, (n, c)) * (gen.random((n, c)) < 0.1)
-        out[name] = block * main + (1.0 - block) * extra
+    dims = tuple(positive_int("shape", s) for s in dims)
+    c = positive_int("n_components", n_components)
+    gen = generator(rng)
+    out = {
+        name: block_factor(gen, n, c, 4.0, 2.0, 0.1, 0.3)
+        for name, n in zip(_FACTORS, dims, strict=True)
+    }
     out["rates"] = np.einsum("ic,jc,kc->ijk", out["theta"], out["phi"], out["psi"])
     out["counts"] = gen.poisson(out["rates"]).astype(np.int64)
     return out
@@ -153,24 +130,11 @@ def privatize(counts, epsilon, *, rng=None, relative_to_mean=True):
     Examples
     --------
     >>> z, mech = privatize(np.ones((2, 2, 2), int), 1.0, rng=np.random.default_rng(0))
-    >>> z.shape, round(mech.alpha, 6) == round(math.exp(-1.0), 6)
+    >>> z.shape, round(mech.alpha, 6) == round(float(np.exp(-1.0)), 6)
     ((2, 2, 2), True)
     """
-    y = _tensor("counts", counts, nonnegative=True)
-    eps = _positive_float("epsilon", epsilon)
-    if relative_to_mean:
-        n = float(y.mean())
-        if not n > 0.0:
-            raise ValueError("counts are all zero: relative_to_mean needs a mean N > 0")
-        mech = Geometric(alpha=math.exp(-eps / n))
-    else:
-        mech = Geometric(epsilon=eps)
-    gen = (
-        None
-        if rng is None
-        else (rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng))
-    )
-    return mech.release(y, rng=gen), mech
+    return geometric_release(_tensor("counts", counts, nonnegative=True), epsilon, rng,
+                             relative_to_mean)  # fmt: skip
 
 
 def build_model(counts, n_components, *, how, mechanism=None, prior_shape=0.1, prior_rate=1.0):
@@ -209,9 +173,9 @@ def build_model(counts, n_components, *, how, mechanism=None, prior_shape=0.1, p
             f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
         )
     y = _tensor("counts", counts, nonnegative=how == "nonprivate")
-    c = _positive_int("n_components", n_components)
-    a0 = _positive_float("prior_shape", prior_shape)
-    b0 = _positive_float("prior_rate", prior_rate)
+    c = positive_int("n_components", n_components)
+    a0 = positive_float("prior_shape", prior_shape)
+    b0 = positive_float("prior_rate", prior_rate)
     data = np.clip(y, 0, None) if how == "naive" else y
     with pm.Model() as model:
         f = [
@@ -230,7 +194,7 @@ def build_model(counts, n_components, *, how, mechanism=None, prior_shape=0.1, p
     return model
 
 
-class CPGibbs(ForgetsInitialPoint, BlockedStep):
+class CPGibbs(AllGibbs):
     """All-Gibbs step for a model of :func:`build_model` (not ``"marginal"``): true counts
     (``"augmented"``), then :func:`pymc_dp.kernels.poisson_tensor.cp_scan`.
 
@@ -249,58 +213,16 @@ class CPGibbs(ForgetsInitialPoint, BlockedStep):
     """
 
     name = "cp_gibbs"
-    default_blocked = True
-    stats_dtypes_shapes: ClassVar[dict] = {}
+    FACTORS = _FACTORS
+    SPECS = _SPECS
+    SOURCE = "pymc_dp.examples.poisson_tensor.build_model"
 
-    def __new__(cls, model=None, **kwargs):
-        # PyMC's BlockedStep.__new__ reads the model from the keyword (or the context) and
-        # would take a positional argument for the variables
-        if model is not None and not isinstance(model, pm.Model):
-            raise ValueError(f"model must be a pymc.Model from build_model, got {model!r}")
-        return super().__new__(cls, model=model, **kwargs)
-
-    def __init__(self, model=None, *, n_scans=1, rng=None, **kw):
-        kw.pop("initial_point", None)
-        kw.pop("blocked", None)
-        if kw:
-            raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
-        model = modelcontext(model)
-        spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
-        if spec is None or spec.how == "marginal":
-            raise ValueError(
-                "model must come from pymc_dp.examples.poisson_tensor.build_model with how "
-                "'nonprivate', 'naive' or 'augmented'"
-            )
-        self._spec = spec
-        self.n_scans = _positive_int("n_scans", n_scans)
-        self._names = [model.rvs_to_values[model[n]].name for n in _FACTORS]
-        rvs = [model[n] for n in _FACTORS] + ([model["y_true"]] if spec.how == "augmented" else [])
-        self.vars = [model.rvs_to_values[rv] for rv in rvs]
-        self.blocked = True
-        self.rng = get_random_generator(rng)
-
-    def step(self, point):
-        """``n_scans`` scans."""
+    def _scan(self, counts, logs, n_scans):
         s = self._spec
-        new = dict(point)
-        lfs = [np.asarray(point[n], dtype=np.float64) for n in self._names]
-        y = s.data
-        if s.alpha is None:
-            lfs = cp_scan(y, lfs, s.prior_shape, s.prior_rate, self.rng, n_scans=self.n_scans)
-        for _ in range(self.n_scans if s.alpha is not None else 0):
-            mu = np.einsum("ic,jc,kc->ijk", *[np.exp(f) for f in lfs])
-            y = draw_true_counts(s.data, mu, s.alpha, self.rng)
-            lfs = cp_scan(y, lfs, s.prior_shape, s.prior_rate, self.rng)
-        for name, value in zip(self._names, lfs, strict=True):
-            new[name] = value
-        if s.alpha is not None:
-            new["y_true"] = y.astype(np.asarray(point["y_true"]).dtype, copy=False)
-        return new, []
+        return cp_scan(counts, logs, s.prior_shape, s.prior_rate, self.rng, n_scans=n_scans)
 
-    @staticmethod
-    def competence(var, has_grad=None):
-        """Never chosen by ``pm.sample`` on its own: pass it in ``step=`` (:func:`fit`)."""
-        return Competence.INCOMPATIBLE
+    def _rates(self, logs):
+        return np.einsum("ic,jc,kc->ijk", *[np.exp(f) for f in logs])
 
 
 def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, **sample_kwargs):
@@ -314,17 +236,8 @@ def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, 
     >>> posterior_mean_rates(idata).shape
     (1, 2, 2)
     """
-    spec = _SPECS.get(model) if isinstance(model, pm.Model) else None
-    if spec is None:
-        raise ValueError("model must come from pymc_dp.examples.poisson_tensor.build_model")
-    sample_kwargs.setdefault("progressbar", False)
-    if spec.how != "marginal" and "step" not in sample_kwargs:
-        with model:
-            sample_kwargs["step"] = [CPGibbs(model=model, n_scans=n_scans)]
-    return pm.sample(
-        draws=draws, tune=tune, chains=chains, random_seed=random_seed, model=model,
-        **sample_kwargs,
-    )  # fmt: skip
+    return CPGibbs._fit(model, n_scans, draws=draws, tune=tune, chains=chains,
+                        random_seed=random_seed, **sample_kwargs)  # fmt: skip
 
 
 def posterior_mean_rates(idata) -> np.ndarray:
@@ -339,8 +252,4 @@ def posterior_mean_rates(idata) -> np.ndarray:
     >>> posterior_mean_rates(xr.DataTree.from_dict({"posterior": post}))
     array([[[2.]]])
     """
-    post = idata["posterior"]
-    f = [np.asarray(post[n].values, dtype=np.float64) for n in _FACTORS]
-    c = f[0].shape[-1]
-    f = [x.reshape(-1, x.shape[-2], c) for x in f]
-    return np.einsum("sic,sjc,skc->ijk", *f, optimize=True) / f[0].shape[0]
+    return posterior_mean(idata, _FACTORS, "sic,sjc,skc->ijk")
