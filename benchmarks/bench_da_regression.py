@@ -35,6 +35,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from _ju_common import SIGMA2, TAU2, X_HI, X_LO, Y_HI, Y_LO, M, N, regression_data, to_unit
 from pymc.sampling.mcmc import assign_step_methods
 
 from pymc_dp.distributions.release import Release
@@ -42,22 +43,7 @@ from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.step_methods.conjugate import ConjugateGibbs
 from pymc_dp.step_methods.data_augmentation import DataAugmentation
 
-N = 100
-BETA = np.array([-1.79, -2.89, -0.66])
-M = np.array([0.9, -1.17])
-SIGMA2 = 2.0
-TAU2 = 2.0
-X_LO, X_HI = M - 4.0, M + 4.0
-Y_LO, Y_HI = -15.0, 8.0
 SENSITIVITY = 15.0
-
-
-def _norm(v, lo, hi):
-    return 2.0 * (pt.clip(v, lo, hi) - lo) / (hi - lo) - 1.0
-
-
-def _norm_np(v, lo, hi):
-    return 2.0 * (np.clip(v, lo, hi) - lo) / (hi - lo) - 1.0
 
 
 def released_stat(Xt, yt, lib):
@@ -80,16 +66,15 @@ def released_stat(Xt, yt, lib):
 
 def build(eps, seed):
     rng = np.random.default_rng(seed)
-    X = rng.normal(M, 1.0, size=(N, 2))
-    y = BETA[0] + X @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
-    stat = released_stat(_norm_np(X, X_LO, X_HI), _norm_np(y, Y_LO, Y_HI), np)
+    X, y = regression_data(rng)
+    stat = released_stat(to_unit(X, X_LO, X_HI), to_unit(y, Y_LO, Y_HI), np)
     mech = Laplace(epsilon=eps, sensitivity=SENSITIVITY)
     z = mech.release(stat, rng=rng, allow_float=True)
     with pm.Model() as model:
         beta = pm.Normal("beta", 0.0, np.sqrt(TAU2), shape=3)
         Xr = pm.Normal("X", M, 1.0, shape=(N, 2))
         yr = pm.Normal("y", beta[0] + Xr @ beta[1:], np.sqrt(SIGMA2), shape=N)
-        Release("z", released_stat(_norm(Xr, X_LO, X_HI), _norm(yr, Y_LO, Y_HI), pt), mech,
+        Release("z", released_stat(to_unit(Xr, X_LO, X_HI), to_unit(yr, Y_LO, Y_HI), pt), mech,
                 observed=z)  # fmt: skip
     return model, (X, y, z)
 

@@ -23,61 +23,35 @@ Usage: ``.venv/bin/python benchmarks/study_ju_acceptance.py [--chains 8] [--draw
 
 from __future__ import annotations
 
-import argparse
-import functools
 import json
-import logging
 import time
 from pathlib import Path
 
 import numpy as np
-import pymc as pm
+from _ju_common import (
+    ALPHA,
+    EPSILONS,
+    NCLS,
+    P_TRUE,
+    N,
+    chain_study_main,
+    laplace_tables,
+    naive_bayes_data,
+    sample,
+)
 
-import pymc_dp as pmdp
 from pymc_dp.examples import log_linear as ll
 
-ROOT = Path(__file__).resolve().parents[1]
-N, NCLS, K, J, ALPHA = 100, 5, 5, 3, 2.0
-P_TRUE = np.array([0.097, 0.148, 0.145, 0.446, 0.163])
-P_TRUE = P_TRUE / P_TRUE.sum()
-EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 
-
-def data(seed: int):
-    """The fixed non-private data set and its feature laws."""
-    rng = np.random.default_rng(seed)
-    q = rng.dirichlet(np.full(J, ALPHA), size=(K, NCLS))
-    y, x = ll.simulate(N, P_TRUE, q, rng=rng)
-    return y, x, q
-
-
-def run(chains: int, draws: int, tune: int, seed: int) -> dict:
-    y, x, _ = data(seed)
+def run(chains: int, draws: int, tune: int, seed: int, out_path: Path | None = None) -> dict:
+    y, x, _ = naive_bayes_data(np.random.default_rng(seed))  # the fixed data set
     rng = np.random.default_rng(seed + 1)
     out = {"chains": chains, "draws": draws, "tune": tune, "seed": seed, "rows": {}}
     out["class_counts"] = np.bincount(y, minlength=NCLS).tolist()
     for eps in EPSILONS:
-        rel = ll.release_tables(
-            y,
-            x,
-            n_classes=NCLS,
-            n_levels=J,
-            mechanism=functools.partial(pmdp.Laplace, epsilon=eps),
-            rng=rng,
-            allow_float=True,  # the slides' floating-point Laplace noise (a simulation)
-        )
+        rel = laplace_tables(y, x, eps, rng)
         t0 = time.perf_counter()
-        with rel.model(ALPHA):
-            idata = pm.sample(
-                draws,
-                tune=tune,
-                chains=chains,
-                cores=1,
-                progressbar=False,
-                var_names=["p"],
-                random_seed=rng,
-                compute_convergence_checks=False,
-            )
+        idata = sample(rel.model(ALPHA), draws, tune, chains, "p", rng)
         st = idata.sample_stats
         rate = st["da_accept_rate"].values  # (chain, draw)
         row = {
@@ -97,6 +71,8 @@ def run(chains: int, draws: int, tune: int, seed: int) -> dict:
             f"mean rate {np.mean(row['mean_rate']):.3f}, {row['seconds']:.0f} s",
             flush=True,
         )
+        if out_path is not None:  # partial results after each epsilon
+            out_path.write_text(json.dumps(out, indent=1))
     return out
 
 
@@ -140,27 +116,7 @@ def plot(res: dict, path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chains", type=int, default=8)
-    ap.add_argument("--draws", type=int, default=600)
-    ap.add_argument("--tune", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=2022)
-    ap.add_argument("--quick", action="store_true", help="2 chains x 50 draws, a smoke test")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/ju_acceptance.json"))
-    ap.add_argument("--fig", default=str(ROOT / "docs/figures/ju_acceptance.png"))
-    ap.add_argument("--replot", action="store_true", help="redraw from the JSON in --out")
-    args = ap.parse_args()
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    if args.replot:
-        plot(json.loads(Path(args.out).read_text()), Path(args.fig))
-        return
-    chains, draws, tune = (2, 50, 20) if args.quick else (args.chains, args.draws, args.tune)
-    t0 = time.perf_counter()
-    res = run(chains, draws, tune, args.seed)
-    res["seconds"] = time.perf_counter() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1))
-    plot(res, Path(args.fig))
-    print(f"wrote {args.out} and {args.fig} in {res['seconds']:.0f} s")
+    chain_study_main(__doc__, run, plot, name="ju_acceptance", chains=8, tune=200)
 
 
 if __name__ == "__main__":

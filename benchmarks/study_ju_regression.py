@@ -31,38 +31,32 @@ Usage: ``.venv/bin/python benchmarks/study_ju_regression.py [--chains 6] [--draw
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-import logging
 import time
 from pathlib import Path
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from _ju_common import (
+    BETA,
+    EPSILONS,
+    SIGMA2,
+    TAU2,
+    X_HI,
+    X_LO,
+    Y_HI,
+    Y_LO,
+    M,
+    N,
+    chain_study_main,
+    regression_data,
+    sample,
+    to_unit,
+)
 
 import pymc_dp as pmdp
-
-ROOT = Path(__file__).resolve().parents[1]
-N, SIGMA2, TAU2 = 100, 2.0, 2.0
-BETA = np.array([-1.79, -2.89, -0.66])
-M = np.array([0.9, -1.17])
-X_LO, X_HI, Y_LO, Y_HI = M - 4.0, M + 4.0, -15.0, 8.0
-EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
-
-
-def to_unit(v, lo, hi):
-    """The slides' clamping and normalisation to [-1, 1] (numpy or PyTensor)."""
-    mod = pt if isinstance(v, pt.TensorVariable) else np
-    return 2.0 * (mod.clip(v, lo, hi) - lo) / (hi - lo) - 1.0
-
-
-def data(seed: int):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(M, 1.0, size=(N, 2))
-    y = BETA[0] + x @ BETA[1:] + rng.normal(0.0, np.sqrt(SIGMA2), size=N)
-    return x, y
 
 
 def nonprivate_mean(x, y) -> np.ndarray:
@@ -88,7 +82,7 @@ def build_model(rel) -> pm.Model:
 
 
 def run(chains: int, draws: int, tune: int, seed: int, out_path: Path | None) -> dict:
-    x, y = data(seed)
+    x, y = regression_data(np.random.default_rng(seed))  # the fixed data set
     rng = np.random.default_rng(seed + 1)
     xu = np.column_stack([np.ones(N), to_unit(x, X_LO, X_HI)])
     yu = to_unit(y, Y_LO, Y_HI)
@@ -110,18 +104,7 @@ def run(chains: int, draws: int, tune: int, seed: int, out_path: Path | None) ->
             allow_float=True,  # the slides' floating-point Laplace noise (a simulation)
         )
         t0 = time.perf_counter()
-        model = build_model(rel)
-        with model:
-            idata = pm.sample(
-                draws,
-                tune=tune,
-                chains=chains,
-                cores=1,
-                progressbar=False,
-                var_names=["beta"],
-                random_seed=rng,
-                compute_convergence_checks=False,
-            )
+        idata = sample(build_model(rel), draws, tune, chains, "beta", rng)
         st = idata.sample_stats
         steps = sorted(st.data_vars)  # the samplers' statistics name the steps used
         rate = st["da_accept_rate"].values
@@ -188,27 +171,7 @@ def plot(res: dict, path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--chains", type=int, default=6)
-    ap.add_argument("--draws", type=int, default=600)
-    ap.add_argument("--tune", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=2022)
-    ap.add_argument("--quick", action="store_true", help="2 chains x 50 draws, a smoke test")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/ju_regression.json"))
-    ap.add_argument("--fig", default=str(ROOT / "docs/figures/ju_regression.png"))
-    ap.add_argument("--replot", action="store_true", help="redraw from the JSON in --out")
-    args = ap.parse_args()
-    logging.getLogger("pymc").setLevel(logging.ERROR)
-    if args.replot:
-        plot(json.loads(Path(args.out).read_text()), Path(args.fig))
-        return
-    chains, draws, tune = (2, 50, 20) if args.quick else (args.chains, args.draws, args.tune)
-    t0 = time.perf_counter()
-    res = run(chains, draws, tune, args.seed, Path(args.out))
-    res["seconds"] = time.perf_counter() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1))
-    plot(res, Path(args.fig))
-    print(f"wrote {args.out} and {args.fig} in {res['seconds']:.0f} s")
+    chain_study_main(__doc__, run, plot, name="ju_regression", chains=6, tune=300)
 
 
 if __name__ == "__main__":

@@ -14,22 +14,12 @@ from __future__ import annotations
 import json
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
+from _ju_common import BETA, EPSILONS, P_TRUE, PAPER_T1, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RES = ROOT / "benchmarks" / "results"
-EPS = ("0.1", "0.3", "1.0", "3.0", "10.0")
-PAPER_T1 = {
-    "0.1": (1, 1, 1, 0.36, 1),
-    "0.3": (0.97, 1, 1, 0.59, 1),
-    "1.0": (0.94, 0.99, 0.97, 0.83, 0.98),
-    "3.0": (0.95, 0.91, 0.97, 0.89, 0.93),
-    "10.0": (0.92, 0.88, 0.94, 0.92, 0.9),
-}
-P_TRUE = np.array([0.097, 0.148, 0.145, 0.446, 0.163]) / 0.999
-BETA = (-1.79, -2.89, -0.66)
+EPS = tuple(str(e) for e in EPSILONS)  # the studies' JSON keys
 
 
 def _load(name):
@@ -40,6 +30,25 @@ def _load(name):
 def _mse(values) -> tuple[float, float]:
     v = np.asarray(values, dtype=float)
     return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
+
+
+def _coverage_table(res, done) -> list[str]:
+    """Coverage per class at the epsilons ``done``: noise-aware and naive (± binomial s.e. over
+    the replicates) and the slides' Table 1, each with its average over the classes."""
+    n = res["replicates"]
+    out = [
+        "| epsilon | method | p1 | p2 | p3 | p4 | p5 | average |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for e in done:
+        for key, label in [("aware", "noise-aware (pymc_dp)"), ("naive", "naive")]:
+            c = np.asarray(res["rows"][e][key])
+            cells = " | ".join(f"{v:.2f} ± {np.sqrt(v * (1 - v) / n):.2f}" for v in c)
+            out.append(f"| {e} | {label} | {cells} | {c.mean():.3f} |")
+        pp = PAPER_T1[float(e)]
+        cells = " | ".join(f"{v:.2f}" for v in pp)
+        out.append(f"| {e} | slides' Table 1 | {cells} | {np.mean(pp):.3f} |")
+    return out
 
 
 def acceptance_section(res) -> list[str]:
@@ -116,29 +125,10 @@ def table1_tables_section(res) -> list[str]:
         "Carlo error of a short, autocorrelated chain). Naive: the mean of the clipped row "
         f"sums of the noisy tables as class counts. Figure: `docs/figures/ju_table1_tables.png`.",
         "",
-        "| epsilon | method | p1 | p2 | p3 | p4 | p5 | average |",
-        "|---|---|---|---|---|---|---|---|",
+        *_coverage_table(res, done := [e for e in EPS if e in res["rows"]]),
     ]
-
-    def fmt(c):
-        return f"{c:.2f} ± {np.sqrt(c * (1 - c) / n):.2f}"
-
-    done = [e for e in EPS if e in res["rows"]]
-    for e in done:
-        r = res["rows"][e]
-        for key, label in [("aware", "noise-aware (pymc_dp)"), ("naive", "naive")]:
-            c = np.asarray(r[key])
-            out.append(
-                f"| {e} | {label} | " + " | ".join(fmt(v) for v in c) + f" | {c.mean():.3f} |"
-            )
-        pp = PAPER_T1[e]
-        out.append(
-            f"| {e} | slides' Table 1 | "
-            + " | ".join(f"{v:.2f}" for v in pp)
-            + f" | {np.mean(pp):.3f} |"
-        )
     aw = np.mean([np.mean(res["rows"][e]["aware"]) for e in done])
-    paper = np.mean([np.mean(PAPER_T1[e]) for e in done])
+    paper = np.mean([np.mean(PAPER_T1[float(e)]) for e in done])
     out += [
         "",
         f"Average over the epsilons run ({', '.join(done)}): noise-aware {aw:.3f}, the slides {paper:.3f}.",
@@ -165,35 +155,15 @@ def table1_section(res) -> list[str]:
         f"sqrt(c (1 - c) / {n}). Run time {res.get('seconds', float('nan')):.0f} s. Figure: "
         "`docs/figures/ju_table1.png`.",
         "",
-        "| epsilon | method | p1 | p2 | p3 | p4 | p5 | average |",
-        "|---|---|---|---|---|---|---|---|",
+        *_coverage_table(res, done := [e for e in EPS if e in res["rows"]]),
     ]
-
-    def fmt(c):
-        return f"{c:.2f} ± {np.sqrt(c * (1 - c) / n):.2f}"
-
-    for e in EPS:
-        r = res["rows"].get(e)
-        if r is None:
-            continue
-        for key, label in [("aware", "noise-aware (pymc_dp)"), ("naive", "naive")]:
-            c = np.asarray(r[key])
-            avg = c.mean()
-            out.append(f"| {e} | {label} | " + " | ".join(fmt(v) for v in c) + f" | {avg:.3f} |")
-        pp = PAPER_T1[e]
-        out.append(
-            f"| {e} | slides' Table 1 | "
-            + " | ".join(f"{v:.2f}" for v in pp)
-            + f" | {np.mean(pp):.3f} |"
-        )
-    aw = np.mean([np.mean(res["rows"][e]["aware"]) for e in EPS if e in res["rows"]])
-    nv = np.mean([np.mean(res["rows"][e]["naive"]) for e in EPS if e in res["rows"]])
+    aw = np.mean([np.mean(res["rows"][e]["aware"]) for e in done])
+    nv = np.mean([np.mean(res["rows"][e]["naive"]) for e in done])
     paper = np.mean([np.mean(v) for v in PAPER_T1.values()])
     same = [
         e
-        for e in EPS
-        if e in res["rows"]
-        and all(
+        for e in done
+        if all(
             abs(a - b) <= np.sqrt(max(a * (1 - a), b * (1 - b), 0.25 / n) / n)
             for a, b in zip(res["rows"][e]["aware"], res["rows"][e]["naive"], strict=True)
         )

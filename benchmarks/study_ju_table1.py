@@ -43,59 +43,32 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pymc as pm
+from _ju_common import (
+    ALPHA,
+    EPSILONS,
+    NCLS,
+    P_TRUE,
+    PAPER_T1,
+    ROOT,
+    N,
+    finish,
+    laplace_tables,
+    naive_bayes_data,
+    sample,
+)
 from scipy import stats
 
 import pymc_dp as pmdp
-from pymc_dp.examples import log_linear as ll
-
-ROOT = Path(__file__).resolve().parents[1]
-N, NCLS, ALPHA = 100, 5, 2.0
-P_TRUE = np.array([0.097, 0.148, 0.145, 0.446, 0.163])
-P_TRUE = P_TRUE / P_TRUE.sum()
-EPSILONS = (0.1, 0.3, 1.0, 3.0, 10.0)
-PAPER = {  # slides' Table 1
-    0.1: (1, 1, 1, 0.36, 1),
-    0.3: (0.97, 1, 1, 0.59, 1),
-    1.0: (0.94, 0.99, 0.97, 0.83, 0.98),
-    3.0: (0.95, 0.91, 0.97, 0.89, 0.93),
-    10.0: (0.92, 0.88, 0.94, 0.92, 0.9),
-}
 
 
-def one_replicate_tables(eps: float, rng: np.random.Generator, draws: int, tune: int) -> dict:
-    """The slides' release: K = 5 class-by-feature tables (J = 3) at scale 2K / epsilon, the
-    naive-Bayes model of :mod:`pymc_dp.examples.log_linear` (DataAugmentation + ConjugateGibbs);
-    feature laws drawn from the Dirichlet(2) prior for each replicate."""
-    q = rng.dirichlet(np.full(3, ALPHA), size=(5, NCLS))
-    y, x = ll.simulate(N, P_TRUE, q, rng=rng)
-    rel = ll.release_tables(
-        y,
-        x,
-        n_classes=NCLS,
-        n_levels=3,
-        mechanism=functools.partial(pmdp.Laplace, epsilon=eps),
-        rng=rng,
-        allow_float=True,
-    )
-    with rel.model(ALPHA):
-        idata = pm.sample(
-            draws,
-            tune=tune,
-            chains=1,
-            cores=1,
-            progressbar=False,
-            var_names=["p"],
-            random_seed=rng,
-            compute_convergence_checks=False,
-        )
+def _coverage(idata, naive_counts) -> dict:
+    """Whether the central 90% interval of each p_i covers the truth: from the draws, and
+    from the naive posterior Dirichlet(ALPHA + naive_counts) (its Beta marginals)."""
     d = idata.posterior["p"].values.reshape(-1, NCLS)
     lo, hi = np.quantile(d, [0.05, 0.95], axis=0)
-    # naive: the noisy tables taken as counts, class counts the mean of their clipped row sums
-    t = np.clip(np.asarray(rel.tables, dtype=float), 0.0, None).sum(axis=2).mean(axis=0)
-    ab = ALPHA + t
-    nlo = stats.beta.ppf(0.05, ab, ab.sum() - ab)
-    nhi = stats.beta.ppf(0.95, ab, ab.sum() - ab)
+    a = ALPHA + naive_counts
+    nlo = stats.beta.ppf(0.05, a, a.sum() - a)
+    nhi = stats.beta.ppf(0.95, a, a.sum() - a)
     return {
         "aware": ((lo <= P_TRUE) & (P_TRUE <= hi)).tolist(),
         "naive": ((nlo <= P_TRUE) & (P_TRUE <= nhi)).tolist(),
@@ -103,7 +76,21 @@ def one_replicate_tables(eps: float, rng: np.random.Generator, draws: int, tune:
     }
 
 
+def one_replicate_tables(eps: float, rng: np.random.Generator, draws: int, tune: int) -> dict:
+    """The slides' release: K = 5 class-by-feature tables (J = 3) at scale 2K / epsilon, the
+    naive-Bayes model of :mod:`pymc_dp.examples.log_linear` (DataAugmentation + ConjugateGibbs);
+    feature laws drawn from the Dirichlet(2) prior for each replicate."""
+    y, x, _ = naive_bayes_data(rng)
+    rel = laplace_tables(y, x, eps, rng)
+    idata = sample(rel.model(ALPHA), draws, tune, 1, "p", rng)
+    # naive: the noisy tables taken as counts, class counts the mean of their clipped row sums
+    return _coverage(
+        idata, np.clip(np.asarray(rel.tables, dtype=float), 0.0, None).sum(axis=2).mean(axis=0)
+    )
+
+
 def one_replicate(eps: float, rng: np.random.Generator, draws: int, tune: int) -> dict:
+    """The class counts at scale 2 / epsilon, the default model of the release."""
     y = rng.choice(NCLS, size=N, p=P_TRUE)
     rel = pmdp.release_sufficient_statistics(
         y,
@@ -113,27 +100,8 @@ def one_replicate(eps: float, rng: np.random.Generator, draws: int, tune: int) -
         rng=rng,
         allow_float=True,  # the slides' floating-point Laplace noise (a simulation)
     )
-    with rel.model(np.full(NCLS, ALPHA)):
-        idata = pm.sample(
-            draws,
-            tune=tune,
-            chains=1,
-            cores=1,
-            progressbar=False,
-            var_names=["p"],
-            random_seed=rng,
-            compute_convergence_checks=False,
-        )
-    d = idata.posterior["p"].values.reshape(-1, NCLS)
-    lo, hi = np.quantile(d, [0.05, 0.95], axis=0)
-    a = ALPHA + np.clip(np.asarray(rel.value, dtype=float), 0.0, None)
-    nlo = stats.beta.ppf(0.05, a, a.sum() - a)
-    nhi = stats.beta.ppf(0.95, a, a.sum() - a)
-    return {
-        "aware": ((lo <= P_TRUE) & (P_TRUE <= hi)).tolist(),
-        "naive": ((nlo <= P_TRUE) & (P_TRUE <= nhi)).tolist(),
-        "width": (hi - lo).tolist(),
-    }
+    idata = sample(rel.model(np.full(NCLS, ALPHA)), draws, tune, 1, "p", rng)
+    return _coverage(idata, np.clip(np.asarray(rel.value, dtype=float), 0.0, None))
 
 
 def run(
@@ -184,7 +152,7 @@ def plot(res: dict, path: Path) -> None:
             c = np.array([res["rows"][e][key][i] for e in keys])
             se = np.sqrt(np.clip(c * (1 - c), 0.25 / n, None) / n)
             ax.errorbar(eps, c, yerr=se, fmt=style, capsize=2, label=label)
-        ax.plot(eps, [PAPER[e][i] for e in eps], "k^:", label="slides' Table 1")
+        ax.plot(eps, [PAPER_T1[e][i] for e in eps], "k^:", label="slides' Table 1")
         ax.axhline(0.9, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_title(f"p{i + 1} = {P_TRUE[i]:.3f}")
@@ -217,10 +185,7 @@ def main() -> None:
     t0 = time.perf_counter()
     eps = tuple(float(e) for e in args.epsilons.split(","))
     res = run(reps, args.seed, args.draws, args.tune, Path(args.out), args.release, eps)
-    res["seconds"] = time.perf_counter() - t0
-    Path(args.out).write_text(json.dumps(res, indent=1))
-    plot(res, Path(args.fig))
-    print(f"wrote {args.out} and {args.fig} in {res['seconds']:.0f} s")
+    finish(res, t0, args.out, args.fig, plot)
 
 
 if __name__ == "__main__":
