@@ -152,16 +152,25 @@ class NoisySizeGibbs(ForgetsInitialPoint, BlockedStep):
         self._mech_n = size_obs.owner.op.mechanism
         self._log_c = float(stat_obs.owner.op.mechanism.logpdf(0.0))
         self._w = _W0
+        self._bounds: dict[tuple[int, int], float] = {}  # (lo, hi) -> _tail_bound(lo, hi)
 
     def _tail_bound(self, lo: int, hi: int) -> float:
-        """Log of the bound on the neglected mass outside ``[lo, hi]`` (module docstring)."""
-        mech, n_tilde = self._mech_n, self._n_tilde
-        d_hi = hi + 1 - n_tilde
-        parts = [np.logaddexp(mech.logpdf(d_hi), mech.logsf(d_hi))]
-        if lo > 0:
-            d_lo = n_tilde - lo + 1
-            parts.append(np.logaddexp(mech.logpdf(d_lo), mech.logsf(d_lo)))
-        return self._log_c + float(np.logaddexp.reduce(np.asarray(parts, np.float64)))
+        """Log of the bound on the neglected mass outside ``[lo, hi]`` (module docstring).
+
+        A function of the window alone (the centre is fixed), so computed once per window:
+        the half-width only grows, so there are at most ``log2(_MAX_WINDOW)`` of them.
+        """
+        bound = self._bounds.get((lo, hi))
+        if bound is None:
+            mech, n_tilde = self._mech_n, self._n_tilde
+            d_hi = hi + 1 - n_tilde
+            parts = [np.logaddexp(mech.logpdf(d_hi), mech.logsf(d_hi))]
+            if lo > 0:
+                d_lo = n_tilde - lo + 1
+                parts.append(np.logaddexp(mech.logpdf(d_lo), mech.logsf(d_lo)))
+            bound = self._log_c + float(np.logaddexp.reduce(np.asarray(parts, np.float64)))
+            self._bounds[lo, hi] = bound
+        return bound
 
     def step(self, point):
         """One exact draw of ``N`` from its full conditional."""
