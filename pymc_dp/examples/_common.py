@@ -21,7 +21,6 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc.util import get_random_generator
 
 from pymc_dp._pymc_hooks import ForgetsInitialPoint
-from pymc_dp.kernels.count_posterior import draw_true_counts
 from pymc_dp.mechanisms.geometric import Geometric
 
 #: the four ways each example's ``build_model`` writes its model
@@ -120,16 +119,14 @@ def posterior_mean(idata, names, subscripts: str) -> np.ndarray:
 
 
 class AllGibbs(ForgetsInitialPoint, BlockedStep):
-    """All-Gibbs step of an example model: per scan, the true counts given the release and the
-    current rates (``"augmented"`` only; exact,
-    :func:`pymc_dp.kernels.count_posterior.draw_true_counts`), then the example's kernel scan
-    of the factors; for ``"nonprivate"`` and ``"naive"`` the ``n_scans`` scans are one kernel
-    call.
+    """All-Gibbs step of an example model: ``n_scans`` scans of the example's kernel in one
+    call, each starting, for ``"augmented"``, with the exact draw of the true counts given the
+    release and the current rates (the kernel's ``alpha`` argument).
 
     A subclass sets ``name``, ``FACTORS`` (the factors' variable names, in the kernel's
     order), ``SPECS`` (its ``build_model``'s registry: model to a spec with ``how``, ``data``,
     ``alpha``, ``prior_shape``, ``prior_rate``), ``SOURCE`` (the ``build_model`` it names in
-    errors), and the methods ``_scan`` and ``_rates``.
+    errors), and the method ``_scan``.
     """
 
     default_blocked = True
@@ -165,12 +162,9 @@ class AllGibbs(ForgetsInitialPoint, BlockedStep):
         self.blocked = True
         self.rng = get_random_generator(rng)
 
-    def _scan(self, counts, logs, n_scans):  # pragma: no cover - abstract
-        """The kernel's ``n_scans`` scans of the log factors ``logs`` given ``counts``."""
-        raise NotImplementedError
-
-    def _rates(self, logs):  # pragma: no cover - abstract
-        """The Poisson rates of ``data`` at the log factors ``logs``."""
+    def _scan(self, counts, logs, n_scans, alpha):  # pragma: no cover - abstract
+        """The kernel's ``n_scans`` scans of the log factors ``logs`` given ``counts`` (the
+        release if ``alpha`` is not None): ``(logs, true counts or None)``."""
         raise NotImplementedError
 
     def step(self, point):
@@ -178,12 +172,8 @@ class AllGibbs(ForgetsInitialPoint, BlockedStep):
         s = self._spec
         new = dict(point)
         logs = [np.asarray(point[n], dtype=np.float64) for n in self._names]
-        if s.alpha is None:  # the counts are data: the scans in one kernel call
-            logs = self._scan(s.data, logs, self.n_scans)
-        else:
-            for _ in range(self.n_scans):
-                y = draw_true_counts(s.data, self._rates(logs), s.alpha, self.rng)
-                logs = self._scan(y, logs, 1)
+        logs, y = self._scan(s.data, logs, self.n_scans, s.alpha)
+        if s.alpha is not None:
             new["y_true"] = y.astype(np.asarray(point["y_true"]).dtype, copy=False)
         new.update(zip(self._names, logs, strict=True))
         return new, []

@@ -345,15 +345,12 @@ class MMSBGibbs(AllGibbs):
     SPECS = _SPECS
     SOURCE = "pymc_dp.examples.mmsb.build_model"
 
-    def _scan(self, counts, logs, n_scans):
+    def _scan(self, counts, logs, n_scans, alpha):
         s = self._spec
         prior = (s.prior_shape, s.prior_rate, s.prior_shape, s.prior_rate)
-        return list(mmsb_scan(counts, s.rows, s.cols, *logs, *prior, self.rng, n_scans=n_scans))
-
-    def _rates(self, logs):
-        s = self._spec
-        th = np.exp(logs[0])
-        return np.einsum("ec,cd,ed->e", th[s.rows], np.exp(logs[1]), th[s.cols])
+        out = mmsb_scan(counts, s.rows, s.cols, *logs, *prior, self.rng, n_scans=n_scans,
+                        alpha=alpha)  # fmt: skip
+        return list(out[:2]), (out[2] if alpha is not None else None)
 
 
 def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, **sample_kwargs):

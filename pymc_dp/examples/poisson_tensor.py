@@ -217,12 +217,11 @@ class CPGibbs(AllGibbs):
     SPECS = _SPECS
     SOURCE = "pymc_dp.examples.poisson_tensor.build_model"
 
-    def _scan(self, counts, logs, n_scans):
+    def _scan(self, counts, logs, n_scans, alpha):
         s = self._spec
-        return cp_scan(counts, logs, s.prior_shape, s.prior_rate, self.rng, n_scans=n_scans)
-
-    def _rates(self, logs):
-        return np.einsum("ic,jc,kc->ijk", *[np.exp(f) for f in logs])
+        out = cp_scan(counts, logs, s.prior_shape, s.prior_rate, self.rng, n_scans=n_scans,
+                      alpha=alpha)  # fmt: skip
+        return out if alpha is not None else (out, None)
 
 
 def fit(model, *, draws=1000, tune=1000, chains=2, random_seed=None, n_scans=1, **sample_kwargs):

@@ -71,6 +71,7 @@ import math
 import numba
 import numpy as np
 
+from pymc_dp.kernels.count_posterior import draw_true_counts
 from pymc_dp.kernels.poisson_factor import (
     _cumulative,
     _generator,
@@ -207,11 +208,11 @@ def observed_pairs(n_actors, mask=None):
     return rows.astype(np.int64), cols.astype(np.int64)
 
 
-def _check(y, rows, cols, log_theta, log_pi):
+def _check(y, rows, cols, log_theta, log_pi, *, release=False):
     y = np.asarray(y)
     if y.ndim != 1 or y.dtype.kind not in "iu":
         raise ValueError(f"y must be a 1-D integer array of counts, got {y.dtype} {y.shape}")
-    if y.size and y.min() < 0:
+    if not release and y.size and y.min() < 0:
         raise ValueError(f"y must be non-negative counts, got a minimum of {int(y.min())}")
     lt = np.ascontiguousarray(log_theta, dtype=np.float64)
     lp = np.ascontiguousarray(log_pi, dtype=np.float64)
@@ -333,13 +334,16 @@ def mmsb_scan(
     theta=True,
     pi=True,
     n_scans=1,
+    alpha=None,
 ):
-    """``n_scans`` Gibbs scans: allocation, the rows of ``theta`` in order, then ``pi``.
+    """``n_scans`` Gibbs scans: allocation, the rows of ``theta`` in order, then ``pi``; with
+    ``alpha``, each scan first redraws the true counts given the release ``y``.
 
     Parameters
     ----------
     y, rows, cols : array_like of int, shape (E,)
-        Counts of the observed off-diagonal entries and their senders / receivers.
+        Counts of the observed off-diagonal entries (the release if ``alpha`` is given) and
+        their senders / receivers.
     log_theta, log_pi : array_like, shapes (V, C) and (C, C)
         Current factors on the log scale.
     a_theta, b_theta, a_pi, b_pi : array_like
@@ -349,11 +353,17 @@ def mmsb_scan(
         Which factors to redraw.
     n_scans : int, default 1
         Scans in a row (the inputs are checked once).
+    alpha : float, optional
+        Parameter of the two-sided geometric noise of the release ``y``: each scan then
+        starts with an exact draw of the true counts given ``y`` and the current rates
+        (:func:`pymc_dp.kernels.count_posterior.draw_true_counts`).
 
     Returns
     -------
     log_theta, log_pi : ndarray
         New factors on the log scale (fresh arrays).
+    y_true : ndarray of int64, shape (E,)
+        With ``alpha`` only: the true counts of the last scan.
 
     Examples
     --------
@@ -367,7 +377,7 @@ def mmsb_scan(
     1.3
     """
     rng = _generator(rng)
-    y, r, c, lt, lp = _check(y, rows, cols, log_theta, log_pi)
+    y, r, c, lt, lp = _check(y, rows, cols, log_theta, log_pi, release=alpha is not None)
     if isinstance(n_scans, bool) or not isinstance(n_scans, (int, np.integer)) or n_scans < 1:
         raise ValueError(f"n_scans must be a positive integer, got {n_scans!r}")
     lt = lt.copy()
@@ -379,11 +389,16 @@ def mmsb_scan(
     b_t = _prior("b_theta", b_theta, lt.shape)
     a_p = _prior("a_pi", a_pi, lp.shape)
     b_p = _prior("b_pi", b_pi, lp.shape)
+    release = y
     for _ in range(int(n_scans)):
+        if alpha is not None:
+            th = np.exp(lt)
+            y = draw_true_counts(release, np.einsum("ec,cd,ed->e", th[r], np.exp(lp), th[c]),
+                                 alpha, rng)  # fmt: skip
         bad = _scan(y, r, c, observed, lt, lp, a_t, b_t, a_p, b_p, rng.bit_generator, theta, pi)
         if bad >= 0:
             raise ValueError(
                 f"entry ({int(r[bad])}, {int(c[bad])}) has count {int(y[bad])} but every "
                 "community pair's rate is 0: the counts are impossible under these factors"
             )
-    return lt, lp
+    return (lt, lp) if alpha is None else (lt, lp, y)

@@ -40,9 +40,13 @@ import math
 import numba
 import numpy as np
 
+from pymc_dp.kernels.count_posterior import draw_true_counts
 from pymc_dp.kernels.poisson_factor import _cumulative, _log_gamma1, _take, _unit
 
 __all__ = ["cp_scan"]
+
+# einsum letters of the modes (``c`` is the component)
+_MODE_LETTERS = "ijkmnopqrstuvwxyzabdefgh"
 
 
 @numba.njit(cache=True)
@@ -123,24 +127,31 @@ def _positive(name, value) -> float:
     return x
 
 
-def cp_scan(y, log_factors, a, b, rng, *, n_scans=1):
+def cp_scan(y, log_factors, a, b, rng, *, n_scans=1, alpha=None):
     """``n_scans`` Gibbs scans of a CP factorization of the count tensor ``y``.
 
     Parameters
     ----------
     y : array_like of int, shape (I_1, ..., I_M)
-        Non-negative counts, ``M >= 2``.
+        Non-negative counts, ``M >= 2`` (the release if ``alpha`` is given).
     log_factors : sequence of array_like
         ``M`` arrays, the ``m``-th ``(I_m, C)``: the current factors on the log scale.
     a, b : float
         Shape and rate of the Gamma prior of every factor entry.
     rng : numpy.random.Generator
     n_scans : int, default 1
+    alpha : float, optional
+        Parameter of the two-sided geometric noise of the release ``y``: each scan then
+        starts with an exact draw of the true counts given ``y`` and the current rates
+        (:func:`pymc_dp.kernels.count_posterior.draw_true_counts`).
 
     Returns
     -------
     list of ndarray
         The new log factors.
+    y_true : ndarray of int64, shaped like ``y``
+        With ``alpha`` only (then the output is ``(log_factors, y_true)``): the true counts
+        of the last scan.
 
     Raises
     ------
@@ -163,7 +174,7 @@ def cp_scan(y, log_factors, a, b, rng, *, n_scans=1):
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     y = np.asarray(y)
-    if y.ndim < 2 or y.dtype.kind not in "iu" or (y.size and y.min() < 0):
+    if y.ndim < 2 or y.dtype.kind not in "iu" or (alpha is None and y.size and y.min() < 0):
         raise ValueError("y must be a tensor (ndim >= 2) of non-negative integer counts")
     lfs = [np.asarray(f, dtype=np.float64) for f in log_factors]
     if len(lfs) != y.ndim or any(
@@ -183,7 +194,14 @@ def cp_scan(y, log_factors, a, b, rng, *, n_scans=1):
     lf = np.ascontiguousarray(np.concatenate(lfs, axis=0))
     flat = np.ascontiguousarray(y.reshape(-1), dtype=np.int64)
     index = np.ascontiguousarray(np.stack(np.unravel_index(np.arange(flat.size), y.shape), axis=1))
+    modes = [slice(o, o + s) for o, s in zip(offsets, sizes, strict=True)]
+    rates = ",".join(f"{m}c" for m in _MODE_LETTERS[: y.ndim]) + "->" + _MODE_LETTERS[: y.ndim]
+    release = y
     for _ in range(int(n_scans)):
+        if alpha is not None:
+            mu = np.einsum(rates, *[np.exp(lf[m]) for m in modes])
+            y = draw_true_counts(release, mu, alpha, rng)
+            flat = y.reshape(-1)
         sums = np.zeros(lf.shape)
         bad = _allocate(flat, index, offsets, lf, rng.bit_generator, sums)
         if bad >= 0:
@@ -192,4 +210,5 @@ def cp_scan(y, log_factors, a, b, rng, *, n_scans=1):
                 "component's rate is 0: the counts are impossible under these factors"
             )
         _modes(lf, offsets, sizes, sums, a, b, rng.bit_generator)
-    return [lf[o : o + s].copy() for o, s in zip(offsets, sizes, strict=True)]
+    factors = [lf[m].copy() for m in modes]
+    return factors if alpha is None else (factors, y)

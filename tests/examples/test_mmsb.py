@@ -13,8 +13,10 @@ log-density of the models against scipy:
   theta_i theta_j)`` (KS); control: the exposure with self-loops is rejected;
 * ``build_model``'s log-density at a random point equals scipy's (observed subset only);
   held-out entries are not in the model; arguments are checked, naming the argument;
-* the whole noise-aware chain (``V = 2``, ``C = 1``): the posterior mean of the rate against
-  3-D quadrature with the true counts summed out; control: the naive chain is rejected.
+* the whole noise-aware chain (``V = 2``, ``C = 1``; the kernel's ``alpha`` path, which
+  ``MMSBGibbs`` runs): the posterior mean of the rate against 3-D quadrature with the true
+  counts summed out; control: the naive chain is rejected. That path is, draw for draw, true
+  counts then scan (deterministic; control: another alpha).
 
 False-alarm rate: every statistical assertion is at 1e-6 (``ALPHA``); there are 6, so the file
 fails by chance with probability below 1e-5. Each control must fall beyond the same threshold.
@@ -302,9 +304,10 @@ def _chain_mean_rate(z, alpha, a, b, rng, n, *, naive):
     lt, lp = np.zeros((2, 1)), np.zeros((1, 1))
     out = np.empty(n)
     for t in range(n):
-        mu = float(np.exp(lt.sum() + lp[0, 0]))
-        y = np.clip(z, 0, None) if naive else draw_true_counts(z, np.full(2, mu), alpha, rng)
-        lt, lp = mmsb_scan(y, rows, cols, lt, lp, a, b, a, b, rng)
+        if naive:
+            lt, lp = mmsb_scan(np.clip(z, 0, None), rows, cols, lt, lp, a, b, a, b, rng)
+        else:  # the kernel's own noise-aware scan (what MMSBGibbs runs)
+            lt, lp, _ = mmsb_scan(z, rows, cols, lt, lp, a, b, a, b, rng, alpha=alpha)
         out[t] = np.exp(lt.sum() + lp[0, 0])
     batches = out[n // 10 :].reshape(50, -1).mean(axis=1)  # burn-in: the first tenth
     return batches.mean(), batches.std(ddof=1) / np.sqrt(50)
@@ -325,3 +328,27 @@ def test_noise_aware_scan_matches_quadrature(rng):
     assert abs(mean - exact) < bound * se, (mean, se, exact)
     naive, naive_se = _chain_mean_rate(z, alpha, a, b, rng, 3_000, naive=True)
     assert abs(naive - exact) > bound * naive_se, (naive, naive_se, exact)  # negative control
+
+
+def test_noise_aware_scan_is_true_counts_then_scan(rng):
+    """``mmsb_scan(release, ..., alpha=alpha)`` is, draw for draw, the composition it stands
+    for: per scan the true counts given the release and the current rates
+    (``draw_true_counts``), then the scan. Deterministic (the same seed on both sides); control:
+    the composition at another alpha gives other true counts."""
+    rows, cols = observed_pairs(4)
+    z = rng.integers(-3, 8, rows.size)
+    lt, lp = rng.normal(size=(4, 2)), rng.normal(size=(2, 2))
+    seed = int(rng.integers(2**32))
+
+    def composed(noise):
+        g, t, p = np.random.default_rng(seed), lt, lp
+        for _ in range(3):
+            y = draw_true_counts(z, _mu(t, p, rows, cols), noise, g)
+            t, p = mmsb_scan(y, rows, cols, t, p, 0.3, 1.0, 0.3, 1.0, g)
+        return t, p, y
+
+    got = mmsb_scan(z, rows, cols, lt, lp, 0.3, 1.0, 0.3, 1.0, np.random.default_rng(seed),
+                    n_scans=3, alpha=0.4)  # fmt: skip
+    for a, b in zip(got, composed(0.4), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(got[2], composed(0.9)[2])  # control: another noise law

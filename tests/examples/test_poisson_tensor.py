@@ -9,9 +9,11 @@ Default tier (about 4 s):
 * the allocation: with two components and one cell the count given to component 0 is
   ``Binomial(y, w_0 / (w_0 + w_1))``, so the next draw of that mode is the exact mixture of
   Gammas over the binomial (KS); control: the equal split (weights ignored) is rejected;
-* the whole noise-aware chain (1 x 1 x 2, C = 1): the posterior mean of a rate against 4-D
-  quadrature with the true counts summed out (a 48-point grid equals a 64-point one within
-  2e-7); control: the naive chain (clipped release as truth) is rejected (z about 30);
+* the whole noise-aware chain (1 x 1 x 2, C = 1; the kernel's ``alpha`` path, which
+  ``CPGibbs`` runs): the posterior mean of a rate against 4-D quadrature with the true counts
+  summed out (a 48-point grid equals a 64-point one within 2e-7); control: the naive chain
+  (clipped release as truth) is rejected (z about 30); that path is, draw for draw, true
+  counts then scan (deterministic; control: another alpha);
 * ``build_model``'s log-density equals scipy's (nonprivate, augmented);
 * arguments are checked, naming the argument; a tiny ``fit`` runs the step.
 
@@ -159,9 +161,10 @@ def _chain_mean(z, alpha, a, b, rng, n, *, naive):
     lfs = [np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((2, 1))]
     out = np.empty(n)
     for t in range(n):
-        mu = np.einsum("ic,jc,kc->ijk", *[np.exp(f) for f in lfs])
-        y = np.clip(z, 0, None) if naive else draw_true_counts(z, mu, alpha, rng)
-        lfs = cp_scan(y, lfs, a, b, rng)
+        if naive:
+            lfs = cp_scan(np.clip(z, 0, None), lfs, a, b, rng)
+        else:  # the kernel's own noise-aware scan (what CPGibbs runs)
+            lfs, _ = cp_scan(z, lfs, a, b, rng, alpha=alpha)
         out[t] = np.exp(lfs[0][0, 0] + lfs[1][0, 0] + lfs[2][0, 0])  # mu of cell (0, 0, 0)
     batches = out[n // 10 :].reshape(50, -1).mean(axis=1)
     return batches.mean(), batches.std(ddof=1) / np.sqrt(50)
@@ -179,6 +182,30 @@ def test_noise_aware_chain_matches_quadrature(rng):
     assert abs(mean - exact) < bound * se, (mean, se, exact)
     naive, naive_se = _chain_mean(z, alpha, a, b, rng, 3_000, naive=True)
     assert abs(naive - exact) > bound * naive_se, (naive, naive_se, exact)  # negative control
+
+
+def test_noise_aware_scan_is_true_counts_then_scan(rng):
+    """``cp_scan(release, ..., alpha=alpha)`` is, draw for draw, per scan the true counts given
+    the release and the current rates (``draw_true_counts``) then the scan. Deterministic (the
+    same seed on both sides); control: another alpha gives other true counts."""
+    z = rng.integers(-3, 8, (3, 2, 2))
+    lfs = [rng.normal(size=(s, 2)) for s in z.shape]
+    seed = int(rng.integers(2**32))
+
+    def composed(noise):
+        g, f = np.random.default_rng(seed), lfs
+        for _ in range(3):
+            mu = np.einsum("ic,jc,kc->ijk", *[np.exp(x) for x in f])
+            y = draw_true_counts(z, mu, noise, g)
+            f = cp_scan(y, f, 0.3, 1.0, g)
+        return f, y
+
+    got, y = cp_scan(z, lfs, 0.3, 1.0, np.random.default_rng(seed), n_scans=3, alpha=0.4)
+    want, y_want = composed(0.4)
+    np.testing.assert_array_equal(y, y_want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(y, composed(0.9)[1])  # control: another noise law
 
 
 # --- slow: Geweke ---------------------------------------------------------------------------
