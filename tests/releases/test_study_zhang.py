@@ -1,6 +1,5 @@
 """The Zhang et al. Fig. 1 study at a tiny size (one setting, 30 paired repeats at two budgets,
-no noise-aware fit):
-it runs, writes its outputs, shows the trend.
+no noise-aware fit): it runs, writes its outputs, shows the trend.
 
 Trend (Zhang et al. Fig. 1): the private classifiers' accuracy rises with epsilon. Check: the
 difference of mean accuracies between epsilon = 10 and epsilon = 0.1 (30 independent repeats each)
@@ -22,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "study_zhang_fig1.py"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 Z = 4.89
 
 
-def _study():
-    spec = importlib.util.spec_from_file_location("study_zhang_fig1", SCRIPT)
+def _study(name: str = "study_zhang_fig1"):
+    """Load ``benchmarks/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -124,14 +124,6 @@ def test_noise_aware_predictive_is_exact_against_enumeration(monkeypatch):
     assert np.abs(plug - ref).max() > 0.01  # negative control
 
 
-def _fig2():
-    path = SCRIPT.parent / "study_zhang_fig2.py"
-    spec = importlib.util.spec_from_file_location("study_zhang_fig2", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.slow  # about 40 s: 400 Gibbs draws
 def test_fig2_truncated_gaussian_gibbs_matches_rejection(rng):
     """The Fig. 2 study's Gibbs draw of a correlated 14-dimensional Gaussian restricted to a ball
@@ -140,7 +132,7 @@ def test_fig2_truncated_gaussian_gibbs_matches_rejection(rng):
     5e-7 (1e-6 for the pair). Negative control: the unrestricted Gaussian is rejected."""
     from scipy import stats
 
-    mod = _fig2()
+    mod = _study("study_zhang_fig2")
     idx = np.arange(mod.P)
     factor = 0.1 * np.linalg.cholesky(0.5 ** np.abs(idx[:, None] - idx[None, :]))
     mean = np.zeros(mod.P)
