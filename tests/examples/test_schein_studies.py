@@ -70,30 +70,33 @@ def test_topic_metrics_match_brute_force(rng):
     assert off_coh != pytest.approx(ref_coh, rel=1e-6)
 
 
-@pytest.mark.slow
-def test_fig1_study_runs():
-    fig1 = _load("study_schein_fig1")
-    cfg = fig1.Config(n_actors=6, n_communities=2, epsilons=(1.0,), n_top=1, repeats=2,
-                      tune=10, draws=10, n_scans=1, restarts=2)  # fmt: skip
-    res = fig1.run_study(cfg, log=lambda line: None)
-    text = fig1.report(res, cfg, 1.0)
-    assert "## Held-out link prediction MAE" in text and "| 1.0 |" in text
+# (script, Config at a tiny size, what its report must hold)
+STUDIES = [
+    (
+        "study_schein_fig1",
+        {"n_actors": 6, "n_communities": 2, "epsilons": (1.0,), "n_top": 1, "repeats": 2,
+         "tune": 10, "draws": 10, "n_scans": 1, "restarts": 2},
+        ("## Held-out link prediction MAE", "| 1.0 |"),
+    ),
+    (
+        "study_schein_fig3",
+        {"n_docs": 8, "n_words": 15, "true_topics": 2, "n_topics": 2, "levels": (1.0,),
+         "repeats": 2, "tune": 5, "draws": 5, "n_scans": 1, "samples": 2, "top": 3},
+        ("## NPMI", "## Coherence"),
+    ),
+    (
+        "study_schein_tensor",
+        {"shape": (3, 3, 2), "n_components": 1, "epsilons": (1.0,), "repeats": 2, "tune": 5,
+         "draws": 5, "n_scans": 1},
+        ("| 1.0 |",),
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_fig3_study_runs():
-    fig3 = _load("study_schein_fig3")
-    cfg = fig3.Config(n_docs=8, n_words=15, true_topics=2, n_topics=2, levels=(1.0,),
-                      repeats=2, tune=5, draws=5, n_scans=1, samples=2, top=3)  # fmt: skip
-    out = fig3.run_study(cfg, log=lambda line: None)
-    text = fig3.report(out, cfg, 1.0)
-    assert "## NPMI" in text and "## Coherence" in text
-
-
-@pytest.mark.slow
-def test_tensor_study_runs():
-    ten = _load("study_schein_tensor")
-    cfg = ten.Config(shape=(3, 3, 2), n_components=1, epsilons=(1.0,), repeats=2, tune=5,
-                     draws=5, n_scans=1)  # fmt: skip
-    text = ten.report(ten.run_study(cfg, log=lambda s: None), cfg, 1.0)
-    assert "| 1.0 |" in text
+@pytest.mark.parametrize(("script", "sizes", "wanted"), STUDIES, ids=[s[0] for s in STUDIES])
+def test_study_runs(script, sizes, wanted):
+    study = _load(script)
+    cfg = study.Config(**sizes)
+    text = study.report(study.run_study(cfg, log=lambda line: None), cfg, 1.0)
+    assert all(w in text for w in wanted), text
