@@ -45,9 +45,10 @@ so ``az.loo`` treats the groups as the observations. Components read by the same
 records) form one group, one observation, with the joint exact value ``log sum_S f(S) prod_c
 eta(z_c - C_c - b_c S)``: dims ``(chain, draw, first release dim)`` when the groups are the
 rows of a 2-D release, else ``(chain, draw, <name>_group)`` labelled by their components.
-The linear map is found numerically (one evaluation per record, up to 20 000 records) and
-checked exactly at all-maximal, large and random records; groups that overlap (a record
-read by components another record reads only in part) are refused, naming the record.
+The linear map is found numerically (the statistic at each record set to 1, evaluated for
+many records per call; up to 20 000 records) and checked exactly at all-maximal, large and
+random records; groups that overlap (a record read by components another record reads only
+in part) are refused, naming the record.
 
 **Monte Carlo** (issue 26). A Release with no closed form (a clamped or weighted sum, records
 with covariates, a non-linear statistic) gets, when ``n_simulations`` is given, the estimator
@@ -103,6 +104,7 @@ from pymc_dp.step_methods.collapse_plan import (
     collapse_plan,
 )
 from pymc_dp.step_methods.da_spec import release_arrays
+from pymc_dp.step_methods.data_augmentation import _default_mode
 
 special = lazy_module("scipy.special")
 
@@ -177,7 +179,8 @@ def _release_plan(model, rel, n_simulations=None):
 
 
 _GROUP_FAMILIES = {"bernoulli": BINOMIAL, "poisson": POISSON}
-_MAX_GROUP_RECORDS = 20_000  # one statistic evaluation per record: O(N^2)
+_MAX_GROUP_RECORDS = 20_000  # the map has one column per record: O(N^2) to find and check
+_MAP_BATCH_VALUES = 2**18  # unit records' values per evaluation while finding it (in cache)
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,6 +202,7 @@ class _GroupPlan:
     coefs: list  # their coefficients on the block's sum
     group: np.ndarray  # block of each record, -1 when no component reads it
     n: np.ndarray  # records per block
+    first: np.ndarray  # first record of each block, -1 for a block without records
 
 
 class _Shared(str):
@@ -231,27 +235,23 @@ def _group_plan(model, rel, rec):
             "is checked; one record variable and one Release per group is exact at any size"
         )
     value = model.rvs_to_values[rec]
-    x = np.zeros(n_rec, dtype=value.dtype)
-    C = np.asarray(fn(x), dtype=np.float64)
+    C = np.asarray(fn(np.zeros(n_rec, dtype=value.dtype)), dtype=np.float64)
     K = len(C)
     keys = {}  # nonzero pattern of a record's column -> (block, coefficients, first record)
     owner = np.full(K, -1)  # block of each component
     group = np.full(n_rec, -1, dtype=np.int64)
-    comps, coefs = [], []
-    for i in range(n_rec):  # one evaluation per record: the column of the linear map
-        x[i] = 1
-        col = np.asarray(fn(x), dtype=np.float64) - C
-        x[i] = 0
+    comps, coefs, first = [], [], []
+    for i, col in _unit_columns(model, rec, rel, fn, C, n_rec):  # the columns of the linear map
         nz = np.flatnonzero(np.abs(col) > _RTOL * (1.0 + np.abs(C)))
         if len(nz) == 0:
             continue
-        key = tuple(int(k) for k in nz)
+        key = nz.tobytes()
         if key not in keys:
             clash = [int(k) for k in nz if owner[k] >= 0]
             if clash:
                 other = comps[owner[clash[0]]]
                 return _Shared(
-                    f"record {i} of {rec.name!r} is read by components {list(key)} of the "
+                    f"record {i} of {rec.name!r} is read by components {nz.tolist()} of the "
                     f"statistic (flattened) and another record by components "
                     f"{other.tolist()}: groups that share records are not independent given "
                     "the parameters, so the release has no per-group pointwise values. "
@@ -262,6 +262,7 @@ def _group_plan(model, rel, rec):
             keys[key] = len(comps)
             comps.append(nz)
             coefs.append(col[nz])
+            first.append(i)
         blk = keys[key]
         if not np.allclose(col[nz], coefs[blk], rtol=_RTOL, atol=0.0):
             return "a weighted sum (records of one group enter with different weights)"
@@ -270,7 +271,8 @@ def _group_plan(model, rel, rec):
         owner[k] = len(comps)
         comps.append(np.array([k]))
         coefs.append(np.zeros(1))
-    n_blocks = len(comps)
+        first.append(-1)
+    n_blocks, first = len(comps), np.array(first)
     # fixed test points of an exact identity (not a margin): all records at their largest
     # (Bernoulli) or large (Poisson) value, where a clamp on a group's total bites, and
     # random records
@@ -293,15 +295,44 @@ def _group_plan(model, rel, rec):
             return "the statistic is not a sum per group (a clamped or non-linear statistic)"
     g = _group_index(rec)
     if g is not None:
-        first = np.full(n_blocks, -1)
-        first[group[used][::-1]] = np.flatnonzero(used)[::-1]
         if np.any(g[used] != g[first[group[used]]]):
             return (
                 "the records are not exchangeable given the parameters within a component: "
                 "records of one component have parameters of different groups"
             )
     n = np.bincount(group[used], minlength=n_blocks)
-    return _GroupPlan(rec, family, rel, C, comps, coefs, group, n)
+    return _GroupPlan(rec, family, rel, C, comps, coefs, group, n, first)
+
+
+def _unit_columns(model, rec, rel, fn, C, n_rec):
+    """``(i, T(e_i) - C)`` for every record ``i`` (``e_i``: record ``i`` at 1, the others at
+    0), ``fn`` the statistic (:func:`~pymc_dp.step_methods.collapse_plan._stat_fn`) and ``C``
+    its value at 0. The statistic's graph vectorized over a batch of unit records evaluates
+    many columns per call (:data:`_MAP_BATCH_VALUES` inputs and outputs at once); a statistic
+    that does not vectorize is evaluated once per record."""
+    value = model.rvs_to_values[rec]
+    step = max(1, _MAP_BATCH_VALUES // (n_rec + len(C)))
+    try:
+        (stat,) = model.replace_rvs_by_values([rel.owner.inputs[0]])
+        units = pt.matrix(dtype=value.dtype, shape=(None, n_rec))
+        out = vectorize_graph(pt.cast(stat, "float64").reshape((-1,)), replace={value: units})
+        out = out.reshape((units.shape[0], -1))
+        batched = pytensor.function([units], out, mode=_default_mode())
+        batched(np.zeros((1, n_rec), dtype=value.dtype))
+    except Exception:  # not vectorizable over records: one evaluation per record
+        batched = None
+    if batched is None:
+        x = np.zeros(n_rec, dtype=value.dtype)
+        for i in range(n_rec):
+            x[i] = 1
+            yield i, np.asarray(fn(x), dtype=np.float64) - C
+            x[i] = 0
+        return
+    for start in range(0, n_rec, step):
+        rows = np.arange(min(step, n_rec - start))
+        units_ = np.zeros((len(rows), n_rec), dtype=value.dtype)
+        units_[rows, start + rows] = 1
+        yield from enumerate(np.asarray(batched(units_), dtype=np.float64) - C, start)
 
 
 def _group_index(rec):
@@ -314,10 +345,13 @@ def _group_index(rec):
         return None
     idx = node.inputs[1]
     if isinstance(idx, TensorConstant):
-        return np.asarray(idx.data)
-    if isinstance(idx, SharedVariable):
-        return np.asarray(idx.get_value())
-    return None
+        g = np.asarray(idx.data)
+    elif isinstance(idx, SharedVariable):
+        g = np.asarray(idx.get_value())
+    else:
+        return None
+    # an integer index, one entry per record (a boolean mask selects, it does not group)
+    return g if g.dtype.kind in "iu" and g.ndim == 1 else None
 
 
 def _group_exchangeable(rec, family) -> bool:
@@ -328,37 +362,14 @@ def _group_exchangeable(rec, family) -> bool:
 def _group_values(gp, model, posterior):
     """``log p(z_k | theta)`` per draw and component, shape (chain, draw, *release shape)."""
     rec, rel = gp.rv, gp.release
+    has = gp.first >= 0
+    # the records' parameter is the same within a block (_group_plan): that of its first record
     param = rec.owner.op.dist_params(rec.owner)[0]
-    per_record = pt.broadcast_to(param, (len(gp.group),)).astype("float64")
-    free = set(model.free_RVs)
-    inputs = [v for v in ancestors([per_record], blockers=list(free)) if v in free]
-    n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
-    if inputs:
-        batched = {v: pt.tensor(dtype=v.dtype, shape=(None, *v.type.shape)) for v in inputs}
-        out = vectorize_graph(per_record, replace=batched)
-        fn = pytensor.function(list(batched.values()), out, on_unused_input="ignore")
-        P = np.asarray(fn(*[_stacked(posterior, v.name, v.dtype) for v in inputs]))
-        if P.ndim == 1:
-            P = np.broadcast_to(P, (n_draws, P.shape[0]))
-    else:
-        P = np.broadcast_to(pytensor.function([], per_record)(), (n_draws, len(gp.group)))
-    K = len(gp.comps)
-    used = gp.group >= 0
-    first = np.full(K, -1)
-    first[gp.group[used][::-1]] = np.flatnonzero(used)[::-1]
-    t = np.zeros((n_draws, K))
-    has = first >= 0
-    t[:, has] = P[:, first[has]]
-    diff = np.abs(P[:, used] - t[:, gp.group[used]])
-    if np.any(diff > 1e-12 * np.maximum(1.0, np.abs(t[:, gp.group[used]]))):
-        d, j = np.unravel_index(int(np.argmax(diff)), diff.shape)
-        i = int(np.flatnonzero(used)[j])
-        _refuse(
-            rel.name,
-            f"record {i} of {gp.rv.name!r} has a parameter different from the other records "
-            f"of its component {int(gp.group[i])} at draw {int(d)} (records with covariates "
-            "within a group); pass n_simulations= for a Monte Carlo value",
-        )
+    (per_block,) = _draws_of(
+        [pt.broadcast_to(param, (len(gp.group),))[gp.first[has]]], model, posterior
+    )
+    t = np.zeros((len(per_block), len(gp.comps)))
+    t[:, has] = per_block
     if gp.family == "poisson":
         t = t * gp.n[None, :]
     rarr = release_arrays(model, [rel])
@@ -504,7 +515,11 @@ def _stacked(posterior, name, dtype):
 def _param_draws(plan, model, posterior):
     """The records' parameters (RV space) at every draw: arrays ``(B, size)``."""
     params = list(plan.rv.owner.op.dist_params(plan.rv.owner))
-    params = params[:2] if plan.family == "normal" else params[:1]
+    return _draws_of(params[:2] if plan.family == "normal" else params[:1], model, posterior)
+
+
+def _draws_of(params, model, posterior):
+    """Graphs ``params`` of the free variables at every draw: float64 arrays ``(B, size)``."""
     free = list(model.free_RVs)
     inputs = [v for v in ancestors(params, blockers=free) if v in set(free)]
     n_draws = posterior.sizes["chain"] * posterior.sizes["draw"]
@@ -791,6 +806,18 @@ def compute_log_likelihood(
         for n in names
         if is_release(observed[n])
     }
+    return _compute(
+        idata, posterior, model, names, plans, extend_inferencedata, progressbar, n_simulations,
+        random_seed,
+    )  # fmt: skip
+
+
+def _compute(
+    idata, posterior, model, names, plans, extend_inferencedata, progressbar=False,
+    n_simulations=None, random_seed=None,
+):  # fmt: skip
+    """:func:`compute_log_likelihood` of the observed variables ``names`` given the
+    :func:`_release_plan` of each of their Releases (``plans``)."""
     others = [n for n in names if plans.get(n) is None]
     parts, mcse = [], {}
     if others:
@@ -946,11 +973,11 @@ def _pymc_log_density(idata, *, var_names=None, model=None, kind="likelihood", *
     if not releases or tuple(kwargs.get("sample_dims", ("chain", "draw"))) != ("chain", "draw"):
         return original(idata, var_names=var_names, model=model, kind=kind, **kwargs)
     names = [rv.name for rv in m.observed_RVs] if var_names is None else list(var_names)
-    kept = []
+    kept, plans = [], {}
     for n in names:
         if n in releases:
             try:
-                _release_plan(m, m[n])
+                plans[n] = _release_plan(m, m[n])
             except ValueError as err:
                 warnings.warn(f"log_likelihood of {n!r} left out: {err}", UserWarning, stacklevel=3)
                 continue
@@ -958,7 +985,11 @@ def _pymc_log_density(idata, *, var_names=None, model=None, kind="likelihood", *
     extend = kwargs.get("extend_inferencedata", True)
     if not kept:
         return idata if extend else xr.Dataset()
-    return compute_log_likelihood(idata, model=m, var_names=kept, extend_inferencedata=extend)
+    posterior = _group(
+        idata, "posterior", "pass the whole result of pm.sample (not one of its groups)"
+    )
+    _targets(m, kept)
+    return _compute(idata, posterior, m, kept, plans, extend)  # the plans above, not again
 
 
 def install_pymc_hook() -> None:

@@ -274,6 +274,29 @@ def test_parameters_differing_inside_a_component_refused():
         compute_log_likelihood(post, model=m)
 
 
+def test_parameters_picked_by_a_boolean_mask_refused_integer_index_accepted():
+    """``q[mask]`` selects parameters, it does not group records: records 0, 1 get q0, q1
+    (the mask's first entries are both True, as an index of groups would read it) and are
+    refused as one component; control: ``q[g]`` with an integer ``g`` of the same blocks."""
+    mask = np.array([True, True, False, False, True, True])
+
+    def build(index):
+        with pm.Model() as m:
+            q = pm.Beta("q", 2.0, 2.0, shape=6)
+            x = pm.Bernoulli("x", q[index], shape=4)
+            stat = pt.stack([x[:2].sum(), x[2:].sum()])
+            pmdp.Release("z", stat, pmdp.Laplace(scale=1.0), observed=[1.0, 2.0])
+        return m
+
+    post = _idata(q=np.linspace(0.2, 0.7, 6)[None, None])
+    with pytest.raises(ValueError, match="not exchangeable"):
+        compute_log_likelihood(post, model=build(mask))
+    ll = compute_log_likelihood(
+        post, model=build(np.array([0, 0, 4, 4])), extend_inferencedata=False
+    )
+    assert ll["z"].shape == (1, 1, 2) and np.all(np.isfinite(ll["z"].values))
+
+
 def test_monte_carlo_refused_when_records_read_elsewhere_and_bad_n():
     with pm.Model() as m:
         mu = pm.Gamma("mu", 2.0, 1.0)
