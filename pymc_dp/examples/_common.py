@@ -123,17 +123,17 @@ class AllGibbs(ForgetsInitialPoint, BlockedStep):
     call, each starting, for ``"augmented"``, with the exact draw of the true counts given the
     release and the current rates (the kernel's ``alpha`` argument).
 
-    A subclass sets ``name``, ``FACTORS`` (the factors' variable names, in the kernel's
-    order), ``SPECS`` (its ``build_model``'s registry: model to a spec with ``how``, ``data``,
-    ``alpha``, ``prior_shape``, ``prior_rate``), ``SOURCE`` (the ``build_model`` it names in
+    A subclass sets ``name``, ``_FACTOR_NAMES`` (the factors' variable names, in the kernel's
+    order), ``_SPEC_OF`` (its ``build_model``'s registry: model to a spec with ``how``, ``data``,
+    ``alpha``, ``prior_shape``, ``prior_rate``), ``_BUILDER`` (the ``build_model`` it names in
     errors), and the method ``_scan``.
     """
 
     default_blocked = True
     stats_dtypes_shapes: ClassVar[dict] = {}
-    FACTORS: ClassVar[tuple] = ()
-    SPECS: ClassVar = None
-    SOURCE: ClassVar[str] = ""
+    _FACTOR_NAMES: ClassVar[tuple] = ()
+    _SPEC_OF: ClassVar = None
+    _BUILDER: ClassVar[str] = ""
 
     def __new__(cls, model=None, **kwargs):
         # PyMC's BlockedStep.__new__ reads the model from the keyword (or the context) and
@@ -148,16 +148,17 @@ class AllGibbs(ForgetsInitialPoint, BlockedStep):
         if kw:
             raise TypeError(f"unexpected keyword arguments {sorted(kw)}")
         model = modelcontext(model)
-        spec = self.SPECS.get(model) if isinstance(model, pm.Model) else None
+        spec = self._SPEC_OF.get(model) if isinstance(model, pm.Model) else None
         if spec is None or spec.how == "marginal":
             raise ValueError(
-                f"model must come from {self.SOURCE} with how 'nonprivate', 'naive' or 'augmented'"
+                f"model must come from {self._BUILDER} with how 'nonprivate', 'naive' or "
+                "'augmented'"
             )
         self._spec = spec
         self.n_scans = positive_int("n_scans", n_scans)
-        self._names = [model.rvs_to_values[model[n]].name for n in self.FACTORS]
+        self._names = [model.rvs_to_values[model[n]].name for n in self._FACTOR_NAMES]
         augmented = spec.alpha is not None
-        rvs = [model[n] for n in self.FACTORS] + ([model["y_true"]] if augmented else [])
+        rvs = [model[n] for n in self._FACTOR_NAMES] + ([model["y_true"]] if augmented else [])
         self.vars = [model.rvs_to_values[rv] for rv in rvs]
         self.blocked = True
         self.rng = get_random_generator(rng)
@@ -186,8 +187,8 @@ class AllGibbs(ForgetsInitialPoint, BlockedStep):
     @classmethod
     def _fit(cls, model, n_scans, **kw):
         """``sample`` with this step (NUTS, PyMC's choice, for ``how="marginal"``)."""
-        spec = cls.SPECS.get(model) if isinstance(model, pm.Model) else None
+        spec = cls._SPEC_OF.get(model) if isinstance(model, pm.Model) else None
         if spec is None:
-            raise ValueError(f"model must come from {cls.SOURCE}")
+            raise ValueError(f"model must come from {cls._BUILDER}")
         default = None if spec.how == "marginal" else (lambda: cls(model=model, n_scans=n_scans))
         return sample(model, default_step=default, **kw)

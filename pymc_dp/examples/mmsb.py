@@ -341,9 +341,9 @@ class MMSBGibbs(AllGibbs):
     """
 
     name = "mmsb_gibbs"
-    FACTORS = ("theta", "pi")
-    SPECS = _SPECS
-    SOURCE = "pymc_dp.examples.mmsb.build_model"
+    _FACTOR_NAMES = ("theta", "pi")
+    _SPEC_OF = _SPECS
+    _BUILDER = "pymc_dp.examples.mmsb.build_model"
 
     def _scan(self, counts, logs, n_scans, alpha):
         s = self._spec

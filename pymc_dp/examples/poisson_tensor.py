@@ -213,9 +213,9 @@ class CPGibbs(AllGibbs):
     """
 
     name = "cp_gibbs"
-    FACTORS = _FACTORS
-    SPECS = _SPECS
-    SOURCE = "pymc_dp.examples.poisson_tensor.build_model"
+    _FACTOR_NAMES = _FACTORS
+    _SPEC_OF = _SPECS
+    _BUILDER = "pymc_dp.examples.poisson_tensor.build_model"
 
     def _scan(self, counts, logs, n_scans, alpha):
         s = self._spec
