@@ -1,7 +1,8 @@
 """The Poisson-factorization kernel: multinomial allocation and log-scale Gamma draws are exact.
 
-Each goodness-of-fit assertion has the suite's false-alarm rate (``pymc_dp.testing``) and a
-negative control (a slightly wrong law) that must be rejected.
+Each goodness-of-fit assertion has the suite's false-alarm rate (``pymc_dp.testing``, 1e-6;
+4 in all) and a negative control (a slightly wrong law) that must be rejected; draws come from
+the ``rng`` fixture.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof, ks_gof
 P = np.array([0.2, 0.5, 0.3])
 
 
-def _one_cell_allocations(n, reps, seed):
+def _one_cell_allocations(n, reps, rng):
     """``reps`` independent allocations of a count ``n`` over 3 components with weights P,
     as rows of ``(reps, 3)``: each replicate is its own row of a ``(reps, 1)`` matrix."""
     y = np.full((reps, 1), n, dtype=np.int64)
     # the weights split unevenly between theta and phi, so both enter the allocation
     log_theta = np.tile(np.log(P * np.array([2.0, 1.0, 4.0])), (reps, 1))
     log_phi = np.log(1.0 / np.array([[2.0], [1.0], [4.0]]))
-    rows, cols = allocate_counts(y, log_theta, log_phi, np.random.default_rng(seed))
+    rows, cols = allocate_counts(y, log_theta, log_phi, rng)
     assert (rows.sum(axis=1) == n).all()
     assert cols[:, 0].tolist() == rows.sum(axis=0).tolist()
     return rows
@@ -45,8 +46,8 @@ def _multinomial_code_logpmf(n, p):
 
 
 @pytest.mark.parametrize("n", [5, 40], ids=["unit-by-unit", "binomials"])
-def test_allocation_is_multinomial(n):
-    rows = _one_cell_allocations(n, 40_000, seed=11)
+def test_allocation_is_multinomial(n, rng):
+    rows = _one_cell_allocations(n, 40_000, rng)
     code = rows[:, 0] * (n + 1) + rows[:, 1]
     assert_gof(chisquare_gof(code, _multinomial_code_logpmf(n, P)), what=f"n={n}")
     wrong = np.array([0.22, 0.48, 0.30])  # negative control
@@ -74,9 +75,9 @@ def test_allocation_with_a_zero_component_and_validation():
 
 
 @pytest.mark.parametrize("shape", [0.05, 3.5], ids=["shape<1", "shape>=1"])
-def test_log_gamma_draws(shape):
+def test_log_gamma_draws(shape, rng):
     rate = 2.5
-    x = draw_log_gamma(np.full(50_000, shape), rate, np.random.default_rng(3))
+    x = draw_log_gamma(np.full(50_000, shape), rate, rng)
     assert np.isfinite(x).all()
 
     def cdf(a):
@@ -95,11 +96,10 @@ def test_log_gamma_tiny_shape_is_finite_and_validated():
         draw_log_gamma(1.0, np.inf, np.random.default_rng(1))
 
 
-def test_scan_full_conditionals_one_component():
+def test_scan_full_conditionals_one_component(rng):
     """K = 1: the allocation is trivial, so theta | y, phi is Gamma(a + row sum, b + sum phi)."""
     y = np.array([[3, 5, 0]])
     log_phi = np.log([[0.5, 2.0, 1.0]])
-    rng = np.random.default_rng(5)
     draws = np.array(
         [
             factor_scan(y, [[0.0]], log_phi, 2.0, 1.5, 1.0, 1.0, rng, phi=False)[0][0, 0]
