@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import os
 import platform
 import sys
@@ -66,7 +65,6 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import study_private_hmm as sph
 
-from pymc_dp.kernels.hmm_plugin import PluginPrior, plugin_gibbs_chain
 from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.releases import (
     HMMPrior,
@@ -84,16 +82,6 @@ PANELS = {"naive Bayes (Afghanistan-like)": (3, 20, 300, True),
           "HMM, Afghanistan-like": (3, 20, 300, False),
           "HMM, Iraq-like": (2, 200, 3000, False)}  # fmt: skip
 N_FEATURES = 5
-
-
-def simulate(rng, shape, n_states, n_lo, n_hi):
-    """``study_private_hmm.simulate`` with its entries-per-cell range set to ``[n_lo, n_hi]``."""
-    old = sph.N_LO, sph.N_HI
-    sph.N_LO, sph.N_HI = n_lo, n_hi
-    try:
-        return sph.simulate(rng, shape, n_states)
-    finally:
-        sph.N_LO, sph.N_HI = old
 
 
 def _subset(entries, keep):
@@ -152,13 +140,8 @@ def _post_mean_markov(z, k, prior):
 
 def _gibbs_draws(ones, n, k, prior, rng):
     """Non-private plug-in kernel on the true counts: list of draws for hmm_heldout."""
-    a, b, e = prior.resolve(k)
-    full = np.stack([n[..., None] - ones, ones], axis=-1).reshape(*n.shape, 2 * N_FEATURES)
-    z0 = rng.integers(0, k, size=n.shape)
-    out = plugin_gibbs_chain(full, np.arange(0, 2 * N_FEATURES + 1, 2), z0,
-                             PluginPrior(a, b, np.full(2 * N_FEATURES, e)), (100, 100), rng)  # fmt: skip
-    return [(z, phi[:, 1::2], *_post_mean_markov(z, k, prior)) for z, phi in
-            zip(out.states, out.emissions, strict=True)]  # fmt: skip
+    states, phi = sph.gibbs(ones, n, k, prior, rng)  # phi (draws, F, K)
+    return [(z, p.T, *_post_mean_markov(z, k, prior)) for z, p in zip(states, phi, strict=True)]
 
 
 def _ops_chain(ones, n, k, eps, m, prior, rng, schedule=(199, 1)):
@@ -166,10 +149,10 @@ def _ops_chain(ones, n, k, eps, m, prior, rng, schedule=(199, 1)):
     c, a0 = hmm_ops_log_likelihood_range([2] * N_FEATURES, m)
     temp = OnePosteriorSample(eps, c).temperature
     a, b, e = prior.resolve(k)
-    full = np.stack([n[..., None] - ones, ones], axis=-1).reshape(*n.shape, 2 * N_FEATURES)
+    full, offsets = sph.binary_table(ones, n)
     z0 = rng.integers(0, k, size=(1, *n.shape))
-    zs, phis = tempered_hmm_gibbs(full, np.arange(0, 2 * N_FEATURES + 1, 2), z0,
-                                  (a, b, np.full(2 * N_FEATURES, e)), a0, temp, schedule, rng)  # fmt: skip
+    zs, phis = tempered_hmm_gibbs(full, offsets, z0, (a, b, np.full(offsets[-1], e)), a0, temp,
+                                  schedule, rng)  # fmt: skip
     return [(z[0], phi[0][:, 1::2], *_post_mean_markov(z[0], k, prior))
             for z, phi in zip(zs, phis, strict=True)]  # fmt: skip
 
@@ -243,7 +226,7 @@ def run_fig6(args) -> dict:
     results = {}
     for (name, (k_true, lo, hi, nb)), seed in zip(PANELS.items(), seeds, strict=True):
         rng = np.random.default_rng(seed)
-        entries, _, _ = simulate(rng, tuple(args.shape), k_true, lo, hi)
+        entries, _, _ = sph.simulate(rng, tuple(args.shape), k_true, (lo, hi))
         panel = (entries, tuple(args.shape), nb)
         rows = []
         t0 = time.perf_counter()
@@ -256,25 +239,6 @@ def run_fig6(args) -> dict:
 
 
 # ---- Fig. 7 ---------------------------------------------------------------------------------------
-def _best_permutation(mode, states, k):
-    """``(accuracy, relabelled estimate)`` under the label permutation that best fits."""
-    best = (-1.0, mode)
-    for perm in itertools.permutations(range(k)):
-        est = np.asarray(perm)[mode]
-        acc = float(np.mean(est == states))
-        if acc > best[0]:
-            best = (acc, est)
-    return best
-
-
-def _accuracy(mode, states, k):
-    return _best_permutation(mode, states, k)[0]
-
-
-def _mode(state_draws, k):
-    return np.stack([(state_draws == j).sum(axis=0) for j in range(k)]).argmax(axis=0)
-
-
 def run_fig7(args):
     """Accuracy and switches of OPS (mode of 100 / last draw) and Laplace at eps = 5, K = 3."""
     eps, k, m = 5.0, 3, 100.0
@@ -282,27 +246,27 @@ def run_fig7(args):
     prior = HMMPrior()
     rows, example = [], None
     for rep in range(args.fig7_repeats):
-        entries, states, _ = simulate(rng, tuple(args.shape), k, 20, 300)
+        entries, states, _ = sph.simulate(rng, tuple(args.shape), k, (20, 300))
         ones, n = _ones_and_n(entries, tuple(args.shape))
         draws = _ops_chain(ones, n, k, eps, m, prior, rng, schedule=(100, 100))
         z = np.stack([d[0] for d in draws])
         rel = release_hmm_counts(entries, shape=tuple(args.shape), rng=rng, allow_float=True,
                                  mechanism=functools.partial(Laplace, epsilon=eps))  # fmt: skip
         lap = rel.plugin_gibbs(k, draws=100, tune=100, prior=prior, rng=rng).states
-        est = {"OPS, mode of last 100 draws": _mode(z, k), "OPS, last draw (the release)": z[-1],
-               "Laplace plug-in, mode of 100 draws": _mode(lap, k)}  # fmt: skip
-        rows.append({name: (_accuracy(e, states, k), float(np.mean(np.sum(np.diff(e, axis=1) != 0, axis=1))))
+        est = {"OPS, mode of last 100 draws": sph.state_mode(z, k),
+               "OPS, last draw (the release)": z[-1],
+               "Laplace plug-in, mode of 100 draws": sph.state_mode(lap, k)}  # fmt: skip
+        best = {name: sph.best_permutation(e, states, k) for name, e in est.items()}
+        rows.append({name: (best[name][0], float(np.mean(np.sum(np.diff(e, axis=1) != 0, axis=1))))
                      for name, e in est.items()})  # fmt: skip
         rows[-1]["truth"] = (1.0, float(np.mean(np.sum(np.diff(states, axis=1) != 0, axis=1))))
         if rep == 0:  # the figure shows each estimate relabelled to fit the truth best
-            example = (states, {n: _best_permutation(e, states, k)[1] for n, e in est.items()})
+            example = (states, {n: np.asarray(best[n][1])[e] for n, e in est.items()})
     return rows, example
 
 
 # ---- output ---------------------------------------------------------------------------------------
-def _mse(x):
-    x = np.asarray(x, dtype=np.float64)
-    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x)))
+_mse = sph.mean_se  # (mean, standard error) over splits or panels
 
 
 def write(results, fig7, args, seconds, path: Path) -> None:

@@ -76,8 +76,9 @@ PHI = np.array(
 )
 
 
-def simulate(rng, shape, n_states):
-    """``(entries, states (R, T), phi (F, K))`` of one synthetic data set."""
+def simulate(rng, shape, n_states, n_range=(N_LO, N_HI)):
+    """``(entries, states (R, T), phi (F, K))`` of one synthetic data set, ``N[r, t]``
+    log-uniform in ``n_range``."""
     n_regions, n_months = shape
     phi = PHI[:, :n_states]
     months = np.arange(n_months)
@@ -90,7 +91,7 @@ def simulate(rng, shape, n_states):
         states = np.where(months < c1, 2, np.where(months < c2, 1, 0))
     flip = rng.random(shape) < 0.03
     states = np.where(flip, rng.integers(0, n_states, size=shape), states)
-    n = np.exp(rng.uniform(np.log(N_LO), np.log(N_HI), size=shape)).round().astype(np.int64)
+    n = np.exp(rng.uniform(*np.log(n_range), size=shape)).round().astype(np.int64)
     step = np.repeat(np.arange(n_regions * n_months), n.ravel())
     p = phi[:, states.ravel()[step]].T  # (entries, F)
     entries = {
@@ -101,39 +102,52 @@ def simulate(rng, shape, n_states):
     return entries, states, phi
 
 
-def score(state_draws, phi_draws, states, phi):
-    """``(accuracy, emission MAE)`` under the best label permutation of the states."""
-    n_states = phi.shape[1]
-    counts = np.stack([(state_draws == k).sum(axis=0) for k in range(n_states)])
-    mode = counts.argmax(axis=0)
-    phi_mean = phi_draws.mean(axis=0)  # (F, K)
-    best = (-1.0, np.inf)
+def state_mode(state_draws, n_states):
+    """The per-site posterior mode of the states (draws on the first axis; ties: lowest)."""
+    return np.stack([(state_draws == k).sum(axis=0) for k in range(n_states)]).argmax(axis=0)
+
+
+def best_permutation(mode, states, n_states):
+    """``(accuracy, perm)``: the first relabelling ``perm[mode]`` that best fits ``states``."""
+    best = (-1.0, None)
     for perm in itertools.permutations(range(n_states)):
         acc = float(np.mean(np.asarray(perm)[mode] == states))
         if acc > best[0]:
-            mae = float(np.mean(np.abs(phi_mean[:, np.argsort(perm)] - phi)))
-            best = (acc, mae)
+            best = (acc, perm)
     return best
 
 
-def _gibbs(stats_ones, n, n_states, prior, rng):
+def score(state_draws, phi_draws, states, phi):
+    """``(accuracy, emission MAE)`` under the best label permutation of the states."""
+    n_states = phi.shape[1]
+    acc, perm = best_permutation(state_mode(state_draws, n_states), states, n_states)
+    phi_mean = phi_draws.mean(axis=0)  # (F, K)
+    return acc, float(np.mean(np.abs(phi_mean[:, np.argsort(perm)] - phi)))
+
+
+def binary_table(ones, n):
+    """``(table (R, T, 2F), offsets)``: counts of ones ``(R, T, F)`` widened to the plug-in
+    kernel's layout, each feature's zeros (``N`` minus ones) then ones."""
+    f = ones.shape[-1]
+    full = np.stack([n[..., None] - ones, ones], axis=-1).reshape(*n.shape, 2 * f)
+    return full, np.arange(0, 2 * f + 1, 2)
+
+
+def gibbs(stats_ones, n, n_states, prior, rng):
     """Run the kernel on ones-counts ``(R, T, F)`` with ``N``; ``(states, phi (draws, F, K))``."""
     a, b, e = prior.resolve(n_states)
-    f = stats_ones.shape[-1]
-    ones = np.clip(stats_ones, 0.0, n[..., None])
-    full = np.stack([n[..., None] - ones, ones], axis=-1).reshape(*n.shape, 2 * f)
-    offsets = np.arange(0, 2 * f + 1, 2)
+    full, offsets = binary_table(np.clip(stats_ones, 0.0, n[..., None]), n)
     z0 = rng.integers(0, n_states, size=n.shape)
-    out = plugin_gibbs_chain(
-        full, offsets, z0, PluginPrior(a, b, np.full(2 * f, e)), (100, 100), rng
-    )
+    kernel_prior = PluginPrior(a, b, np.full(offsets[-1], e))
+    out = plugin_gibbs_chain(full, offsets, z0, kernel_prior, (100, 100), rng)
     return out.states, np.transpose(out.emissions[:, :, 1::2], (0, 2, 1))
 
 
-def _noise_aware(rel, n_states, prior, args, seed):
+def sample_posterior(model, args, seed):
+    """``pm.sample`` of ``model``: one chain, ``args.tune`` + ``args.draws``, quiet; the
+    posterior."""
     import pymc as pm
 
-    model = rel.model(n_states, prior=prior)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with model:
@@ -145,7 +159,11 @@ def _noise_aware(rel, n_states, prior, args, seed):
                 progressbar=False,
                 compute_convergence_checks=False,
             )
-    post = idata.posterior
+    return idata.posterior
+
+
+def _noise_aware(rel, n_states, prior, args, seed):
+    post = sample_posterior(rel.model(n_states, prior=prior), args, seed)
     states = np.asarray(post["states"]).reshape(-1, *rel.shape)
     phi = np.asarray(post["emission"]).reshape(-1, *post["emission"].shape[-2:])
     return states, phi
@@ -158,7 +176,7 @@ def one_dataset(rng, shape, n_states, args, noise_aware) -> dict:
     out = {}
     t0 = time.perf_counter()
     true, n = hmm_count_table(entries, shape=shape)
-    sd, pd = _gibbs(true.astype(np.float64), n, n_states, prior, rng)
+    sd, pd = gibbs(true.astype(np.float64), n, n_states, prior, rng)
     out["non-private"] = (*score(sd, pd, states, phi), time.perf_counter() - t0)
     for eps in EPSILONS:
         rel = release_hmm_counts(  # the paper's Laplace noise (a simulation: float opt-in)
@@ -199,10 +217,16 @@ def run(args) -> dict:
     return results
 
 
-def _fmt(vals, j, digits):
-    x = np.array([v[j] for v in vals])
+def mean_se(x):
+    """``(mean, standard error)`` of ``x`` (NaN error for one value)."""
+    x = np.asarray(x, dtype=np.float64)
     se = x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
-    return f"{x.mean():.{digits}f} ± {se:.{digits}f}"
+    return float(x.mean()), float(se)
+
+
+def _fmt(vals, j, digits):
+    m, se = mean_se([v[j] for v in vals])
+    return f"{m:.{digits}f} ± {se:.{digits}f}"
 
 
 def write_table(results, args, seconds, load) -> None:

@@ -41,11 +41,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from study_private_hmm import best_permutation, mean_se, sample_posterior, state_mode
 
 from pymc_dp.releases.hmm import HMMPrior, release_hmm_counts
 
@@ -82,33 +85,14 @@ def simulate(rng, shape):
 
 def score(state_draws, phi_draws, states):
     """``(accuracy, emission MAE)`` under the best of the two labellings of the states."""
-    mode = ((state_draws == 1).mean(axis=0) > 0.5).astype(np.int64)
-    best = (-1.0, np.inf)
-    for perm in ((0, 1), (1, 0)):
-        acc = float(np.mean(np.asarray(perm)[mode] == states))
-        if acc > best[0]:
-            inv = np.argsort(perm)
-            err = [np.abs(d.mean(axis=0)[inv] - phi) for d, phi in zip(phi_draws, PHI, strict=True)]
-            best = (acc, float(np.mean(np.concatenate([e.ravel() for e in err]))))
-    return best
+    acc, perm = best_permutation(state_mode(state_draws, 2), states, 2)
+    inv = np.argsort(perm)
+    err = [np.abs(d.mean(axis=0)[inv] - phi) for d, phi in zip(phi_draws, PHI, strict=True)]
+    return acc, float(np.mean(np.concatenate([e.ravel() for e in err])))
 
 
 def _noise_aware(rel, prior, args, seed):
-    import pymc as pm
-
-    model = rel.model(2, prior=prior)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with model:
-            idata = pm.sample(
-                draws=args.draws,
-                tune=args.tune,
-                chains=1,
-                random_seed=seed,
-                progressbar=False,
-                compute_convergence_checks=False,
-            )
-    post = idata.posterior
+    post = sample_posterior(rel.model(2, prior=prior), args, seed)
     states = np.asarray(post["states"]).reshape(-1, *rel.shape)
     phis = [np.asarray(post[f"emission_{f}"]).reshape(-1, 2, v) for f, v in enumerate(N_VALUES)]
     return states, phis
@@ -141,14 +125,8 @@ def run(args) -> dict:
     return results
 
 
-def _mean_se(x):
-    x = np.asarray(x, dtype=np.float64)
-    se = x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
-    return float(x.mean()), float(se)
-
-
 def _fmt(x, digits):
-    m, se = _mean_se(x)
+    m, se = mean_se(x)
     return f"{m:.{digits}f} ± {se:.{digits}f}"
 
 
@@ -161,7 +139,7 @@ def figure(results, args, path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.6))
     for j, (ax, label) in enumerate(zip(axes, ("state accuracy", "emission MAE"), strict=True)):
         for k, method in enumerate(("plug-in", "noise-aware")):
-            ms = [_mean_se([v[j] for v in results[(method, e)]]) for e in args.epsilons]
+            ms = [mean_se([v[j] for v in results[(method, e)]]) for e in args.epsilons]
             x = np.arange(len(args.epsilons)) + (k - 0.5) * 0.15
             ax.errorbar(x, [m for m, _ in ms], yerr=[s for _, s in ms], fmt="o", label=method)
         ax.set_xticks(np.arange(len(args.epsilons)), [f"{e:g}" for e in args.epsilons])
@@ -174,7 +152,7 @@ def figure(results, args, path) -> None:
                 a[j] - b[j]
                 for a, b in zip(results[("noise-aware", e)], results[("plug-in", e)], strict=True)
             ]
-            m, se = _mean_se(d)
+            m, se = mean_se(d)
             beyond = "beyond" if abs(m) > 2 * se else "NOT beyond"
             notes.append(f"eps {e:g}: aware - plug-in {m:+.3g} ± {se:.2g} ({beyond} 2 s.e.)")
         ax.set_title("\n".join(notes), fontsize=7)
@@ -228,7 +206,7 @@ def write_table(results, args, seconds, load) -> None:
         da = [a[0] - b[0] for a, b in zip(na, pl, strict=True)]
         dm = [a[1] - b[1] for a, b in zip(na, pl, strict=True)]
         lines.append(f"| {eps:g} | {_fmt(da, 3)} | {_fmt(dm, 4)} |")
-        (ma, sa), (mm, sm) = _mean_se(da), _mean_se(dm)
+        (ma, sa), (mm, sm) = mean_se(da), mean_se(dm)
         verdicts.append((eps, ma, sa, mm, sm))
     lines += [
         "",
