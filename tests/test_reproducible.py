@@ -45,6 +45,19 @@ FAMILIES = (
 # --------------------------------------------------------------------------------------------
 
 
+def _bernoulli_sum(n, epsilon, z):
+    """``p ~ Beta(1, 1)``, ``n`` Bernoulli(p) records ``x``, a Laplace release of their sum."""
+    import pymc as pm
+
+    import pymc_dp as pmdp
+
+    with pm.Model() as m:
+        p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
+        x = pm.Bernoulli("x", p=p, shape=n)
+        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=epsilon), observed=np.float64(z))
+    return m
+
+
 def _models():
     """(name, model builder, expected step classes) for each step family, all tiny."""
     import pymc as pm
@@ -65,13 +78,7 @@ def _models():
         return m
 
     def collapsed_records():
-        with pm.Model() as m:
-            p = pm.Beta("p", f64(1.0), f64(1.0))
-            x = pm.Bernoulli("x", p=p, shape=15)
-            pmdp.Release(
-                "z", x.sum(), pmdp.Laplace(epsilon=0.5, sensitivity=1.0), observed=f64(6.3)
-            )
-        return m
+        return _bernoulli_sum(15, 0.5, 6.3)
 
     def count_augmentation():
         z = np.array([3, 0, 5, 2, 7, 4], dtype=np.int64)
@@ -112,13 +119,11 @@ def _models():
 
     def soma():
         # Explicit steps: DataAugmentation(method="soma") with ConjugateGibbs.
-        with pm.Model() as m:
-            p = pm.Beta("p", f64(1.0), f64(1.0))
-            x = pm.Bernoulli("x", p=p, shape=8)
-            pmdp.Release(
-                "z", x.sum(), pmdp.Laplace(epsilon=1.0, sensitivity=1.0), observed=f64(3.4)
-            )
-        m.steps = lambda: [pmdp.DataAugmentation([x], method="soma"), pmdp.ConjugateGibbs([p])]
+        m = _bernoulli_sum(8, 1.0, 3.4)
+        m.steps = lambda: [
+            pmdp.DataAugmentation([m["x"]], method="soma"),
+            pmdp.ConjugateGibbs([m["p"]]),
+        ]
         return m
 
     def noisy_size():
@@ -271,15 +276,11 @@ def test_byte_comparison_sees_one_ulp():
 def _collapsed_records_run(seed, copy_point, iterations=25):
     """Records of a CollapsedRecords step run ``iterations`` times in this process, the point
     passed back as returned (PyMC's sequential sampler) or as a copy (its parallel sampler)."""
-    import pymc as pm
-
     import pymc_dp as pmdp
 
-    with pm.Model() as model:
-        p = pm.Beta("p", np.float64(1.0), np.float64(1.0))
-        x = pm.Bernoulli("x", p=p, shape=40)
-        pmdp.Release("z", x.sum(), pmdp.Laplace(epsilon=0.5), observed=np.float64(17.2))
-        step = pmdp.CollapsedRecords([x, p], rng=seed)
+    model = _bernoulli_sum(40, 0.5, 17.2)
+    with model:
+        step = pmdp.CollapsedRecords([model["x"], model["p"]], rng=seed)
     point, out = model.initial_point(), []
     for _ in range(iterations):
         if copy_point:
