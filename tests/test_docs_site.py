@@ -9,9 +9,10 @@ is older than ``docs/conf.py``, ``docs/index.md``, ``docs/_static`` or ``docs/_t
 into a failure.
 
 The checks are exact (counts of typeset formulas, links and remote references); no statistics, so
-no false-alarm rate. Each browser check has a negative control through the same browser: a page
-whose MathJax script is missing keeps its raw TeX and is flagged, and a page without the sidebar
-is flagged.
+no false-alarm rate. Each check has a negative control through the same code (the browser checks
+through the same browser): a page whose MathJax script is missing keeps its raw TeX and is
+flagged, a page without the sidebar, a page loading a CDN script and broken [source] / [docs]
+links are flagged.
 """
 
 import html
@@ -232,24 +233,34 @@ def test_controls_are_flagged(tmp_path):
         nav_less.unlink(missing_ok=True)
 
 
+def _remote_loads(pages, site):
+    """{page: the start of its first tag that loads a script, stylesheet or image remotely}."""
+    found = {str(p.relative_to(site)): _REMOTE.search(p.read_text("utf-8")) for p in pages}
+    return {name: m.group(0) for name, m in found.items() if m}
+
+
+def _without_nav(pages, site):
+    return [
+        str(p.relative_to(site)) for p in pages if 'class="bd-docs-nav' not in p.read_text("utf-8")
+    ]
+
+
 def test_pages_load_nothing_remote():
     """No built page loads a script, stylesheet or image from another host; all have a sidebar."""
     site = _site()
     pages = [p for p in sorted(site.rglob("*.html")) if "_static" not in p.parts]
-    remote = {
-        str(p.relative_to(site)): m.group(0)
-        for p in pages
-        for m in [_REMOTE.search(p.read_text("utf-8"))]
-        if m
-    }
-    assert remote == {}
-    without_nav = [
-        str(p.relative_to(site)) for p in pages if 'class="bd-docs-nav' not in p.read_text("utf-8")
-    ]
-    assert without_nav == []
-    # negative control: the same checks see the CDN script the site used to load, and a bare page
-    assert _REMOTE.search('<script defer src="https://cdn.example.org/mathjax/tex-chtml.js">')
-    assert 'class="bd-docs-nav' not in "<html><body><p>bare</p></body></html>"
+    assert _remote_loads(pages, site) == {}
+    assert _without_nav(pages, site) == []
+    # negative control, same checks: a page loading the CDN script the site used to load, with
+    # no sidebar
+    control = site / "_w_remote_control.html"
+    tag = '<script defer src="https://cdn.example.org/mathjax/tex-chtml.js">'
+    try:
+        control.write_text(f"<html><head>{tag}</script></head><body></body></html>", "utf-8")
+        assert list(_remote_loads([control], site)) == [control.name]
+        assert _without_nav([control], site) == [control.name]
+    finally:
+        control.unlink(missing_ok=True)
 
 
 _IDS = re.compile(r'\bid="([^"]+)"')
@@ -300,12 +311,20 @@ def test_source_and_docs_links_resolve():
     assert modules and api
     assert _broken_links(modules, _DOCS_LINK, site) == []
     assert _broken_links(api, _SOURCE_LINK, site) == []
-    # negative control: a back-link to an anchor that is not there (the old viewcode output)
+    # negative controls: a back-link to an anchor that is not there (the old viewcode output),
+    # a [source] link to a module page that is not there
     page = site / "_w_broken_link_control.html"
     try:
-        page.write_text('<a href="index.html#pymc_dp.no_such_name">[docs]</a>', encoding="utf-8")
+        page.write_text(
+            '<a href="index.html#pymc_dp.no_such_name">[docs]</a>'
+            '<a href="_modules/pymc_dp/no_such_module.html#f">[source]</a>',
+            encoding="utf-8",
+        )
         assert _broken_links([page], _DOCS_LINK, site) == [
             (page.name, "index.html#pymc_dp.no_such_name")
+        ]
+        assert _broken_links([page], _SOURCE_LINK, site) == [
+            (page.name, "_modules/pymc_dp/no_such_module.html#f")
         ]
     finally:
         page.unlink(missing_ok=True)
