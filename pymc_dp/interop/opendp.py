@@ -92,7 +92,7 @@ import numpy as np
 from pymc_dp._validation import as_release_values
 from pymc_dp.mechanisms.base import Mechanism, as_integer_sensitivity
 from pymc_dp.mechanisms.discrete_gaussian import DiscreteGaussian
-from pymc_dp.mechanisms.discretized import Discretized, as_grid
+from pymc_dp.mechanisms.discretized import Discretized, _integer_sensitivity, as_grid
 from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = ["OPENDP_RTOL", "from_opendp"]
@@ -242,13 +242,12 @@ def _observed(released, elem: str, vector: bool, size: int | None) -> np.ndarray
     return z
 
 
-def _from_float(od, measurement, released, d_in, d_mid, scale, k, mechanism):
+def _from_float(od, measurement, function, released, d_in, d_mid, scale, k, mechanism):
     """An f64 scalar measurement with grid ``2**k``: a :class:`Discretized` release."""
-    function = _spec_core_function(measurement)
     cls, _, field = _CORES[function]
     try:
         grid = as_grid(2.0**k, "k")
-        steps = math.ceil(Fraction(d_mid) / Fraction(grid))
+        steps = _integer_sensitivity(Fraction(d_mid), grid, 1, "l1")  # (= "l2" in 1-D)
         units = Fraction(scale) / Fraction(grid)  # OpenDP's scale in grid units
         if cls is Geometric:
             mech = Discretized(grid=grid, epsilon=float(steps / units), sensitivity=d_mid)
@@ -299,13 +298,6 @@ def _from_float(od, measurement, released, d_in, d_mid, scale, k, mechanism):
         return mech, mech.to_units(as_release_values(released, integer=False))
     except ValueError as err:
         raise ValueError(f"released: {err}") from err
-
-
-def _spec_core_function(measurement) -> str:
-    spec = _spec(measurement)
-    while spec["__function__"] == "make_chain_mt":
-        spec = _spec(spec["__kwargs__"]["measurement1"])
-    return spec["__function__"]
 
 
 def from_opendp(measurement, released, *, d_in=1, mechanism=None):
@@ -410,7 +402,8 @@ def from_opendp(measurement, released, *, d_in=1, mechanism=None):
         raise ValueError(f"measurement: OpenDP's scale must be finite and > 0, got {scale!r}")
     scale = float(scale)
     if elem == "f64":
-        return _from_float(od, measurement, released, d_in, d_mid, scale, kwargs["k"], mechanism)
+        k = kwargs["k"]
+        return _from_float(od, measurement, function, released, d_in, d_mid, scale, k, mechanism)
     sens = as_integer_sensitivity(d_mid)
     mech = _build(cls, scale, sens)
     theirs = float(_opendp_map(od, measurement, d_in, d_in))
