@@ -212,6 +212,14 @@ def install_convergence_hook() -> None:
         _PYMC_RUN_CHECKS = original
 
 
+#: what makes each group plot_release_ppc reads (named in its error)
+_PPC_MAKES = {
+    "posterior_predictive": "pm.sample_posterior_predictive(idata, extend_inferencedata=True)",
+    "prior_predictive": "pm.sample_prior_predictive() inside the model",
+    "observed_data": "pm.sample inside a model with observed releases",
+}
+
+
 def plot_release_ppc(idata, var_names=None, group: str = "posterior_predictive", **kwargs):
     """Posterior (or prior) predictive check of releases with ArviZ 1.x, whatever their shape.
 
@@ -252,6 +260,8 @@ def plot_release_ppc(idata, var_names=None, group: str = "posterior_predictive",
     ValueError
         When ``idata`` lacks ``group`` or ``observed_data``, a name is not in both, or the
         selection mixes one-number and dimensioned releases (the message names both lists).
+    TypeError
+        When ``var_names`` is not a name or a list of names.
 
     Examples
     --------
@@ -279,15 +289,7 @@ def plot_release_ppc(idata, var_names=None, group: str = "posterior_predictive",
     for needed in (group, "observed_data"):
         if needed not in idata.children:
             raise ValueError(
-                f"plot_release_ppc: idata has no {needed!r} group; run "
-                + (
-                    "pm.sample_posterior_predictive(idata, extend_inferencedata=True)"
-                    if needed == "posterior_predictive"
-                    else "pm.sample_prior_predictive() inside the model"
-                    if needed == "prior_predictive"
-                    else "pm.sample inside a model with observed releases"
-                )
-                + " first"
+                f"plot_release_ppc: idata has no {needed!r} group; run {_PPC_MAKES[needed]} first"
             )
     pred, obs = idata[group], idata["observed_data"]
     if var_names is None:
