@@ -21,9 +21,8 @@ from scipy import special, stats
 
 import pymc_dp as pmdp
 from pymc_dp.releases.hmm import HMMCountsRelease, HMMPrior, hmm_count_sensitivity
+from pymc_dp.testing import assert_gof, assert_rejects, chisquare_gof, mcse_check
 
-#: one GoF assertion at this false-alarm rate (chi-square p-value threshold)
-ALPHA = 1e-6
 #: the Python linker (each Op's perform): numba's compilation of these small one-off
 #: functions would dominate the file's time; the numba lowering of the row marginal is checked
 #: in tests/math/test_multinomial_noise.py
@@ -199,14 +198,11 @@ def _path_posterior(row_loglik, mech):
     return paths, np.exp(lp - special.logsumexp(lp))
 
 
-def _chi2_pvalue(counts, probs):
-    """Pearson chi-square p-value, cells with expected count below 5 pooled into one."""
-    expected = probs * counts.sum()
-    small = expected < 5
-    obs = np.append(counts[~small], counts[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    return stats.chisquare(obs[keep], exp[keep]).pvalue
+def _category_gof(codes, probs):
+    """Chi-square p-value of integer ``codes`` against the category probabilities ``probs``
+    (:func:`pymc_dp.testing.chisquare_gof`; categories of probability 0 pooled with others)."""
+    logp = np.log(probs, out=np.full(len(probs), -np.inf), where=probs > 0)
+    return chisquare_gof(codes, lambda k: logp[k])
 
 
 def test_ffbs_draws_match_the_exact_state_posterior(rng):
@@ -214,8 +210,9 @@ def test_ffbs_draws_match_the_exact_state_posterior(rng):
     draws the state paths exactly: 2000 regions with the same release are 2000 independent
     draws of one tiny HMM's path (R = 1, T = 3, K = 2, one 3-valued feature), whose 8
     frequencies pass a chi-square test against the posterior enumerated over paths and true
-    counts (p > 1e-6: false-alarm rate 1e-6). Negative control: the same draws against the
-    plug-in posterior (projected noisy counts as true counts) give p < 1e-6."""
+    counts (false-alarm rate 1e-6, :func:`pymc_dp.testing.assert_gof`). Negative control: the
+    same draws against the plug-in posterior (projected noisy counts as true counts) are
+    rejected."""
     from pymc_dp.step_methods.ffbs import FFBS
 
     reps = 2000
@@ -226,12 +223,11 @@ def test_ffbs_draws_match_the_exact_state_posterior(rng):
     step = FFBS([fixed["states"]], model=fixed, rng=rng, compile_kwargs={"mode": PY})
     point, _ = step.step(fixed.initial_point())
     paths, exact = _path_posterior(_row_loglik, mech)
-    codes = point["states"] @ np.array([4, 2, 1])
-    freq = np.bincount(codes, minlength=8)
-    index = [4 * s[0] + 2 * s[1] + s[2] for s in paths]
-    assert _chi2_pvalue(freq[index], exact) > ALPHA
+    codes = point["states"] @ np.array([4, 2, 1])  # a path's index in itertools.product order
+    assert [4 * s[0] + 2 * s[1] + s[2] for s in paths] == list(range(8))
+    assert_gof(_category_gof(codes, exact), what="FFBS paths vs the exact posterior")
     _, plug = _path_posterior(_plugin_row_loglik, mech)
-    assert _chi2_pvalue(freq[index], plug) < ALPHA
+    assert_rejects(_category_gof(codes, plug), what="FFBS paths vs the plug-in posterior")
 
 
 def test_refusals_name_the_cause():
@@ -279,12 +275,12 @@ def test_pm_sample_matches_the_exact_posterior(rng):
     """pm.sample (FFBS + NUTS) on the tiny HMM with the emissions and transition fixed and
     the initial distribution free (1-d): the posterior mean of init_probs[0] and the state
     marginals P(s_t = 0) agree with the enumeration over paths and a 2000-point quadrature
-    of pi within 4.9 Monte Carlo standard errors each (4 assertions at 1e-6 each under the
-    normal approximation of the MCSE: false-alarm rate about 4e-6). Negative control: the
-    plug-in posterior is rejected by the same test (some quantity beyond 4.9 MCSE). Also:
+    of pi within 4.89 Monte Carlo standard errors each (:func:`pymc_dp.testing.mcse_check`, 4
+    assertions at 1e-6 each under the normal approximation of the MCSE: false-alarm rate
+    about 4e-6). Negative control: the plug-in posterior is rejected by the same test (some
+    quantity beyond 4.89 MCSE). Also:
     pm.sample assigns FFBS to the states and NUTS to every continuous variable of the full
     model."""
-    import arviz as az
     from pymc.sampling.mcmc import assign_step_methods
 
     from pymc_dp.step_methods.ffbs import FFBS
@@ -331,25 +327,22 @@ def test_pm_sample_matches_the_exact_posterior(rng):
             out[f"s{t}"] = w[:, [p[t] == 0 for p in paths]].sum()
         return out
 
-    def z_scores(ref):
-        zs = {}
-        for key, x in draws.items():
-            ess = float(az.ess(x))
-            zs[key] = abs(x.mean() - ref[key]) / (x.std() / np.sqrt(ess))
-        return zs
+    def checks(ref):
+        return {key: mcse_check(x, ref[key]) for key, x in draws.items()}
 
-    assert max(z_scores(exact_summary(_row_loglik)).values()) < 4.9
-    assert max(z_scores(exact_summary(_plugin_row_loglik)).values()) > 4.9
+    exact = checks(exact_summary(_row_loglik))
+    assert all(c.passed for c in exact.values()), exact
+    assert not all(c.passed for c in checks(exact_summary(_plugin_row_loglik)).values())
 
 
 def test_forward_draws_follow_the_marginal(rng):
     """The observed rows' forward draws (prior/posterior predictive: Multinomial rows plus the
     mechanism's noise) follow the row marginal the likelihood uses: 30000 rows (N = 2, V = 3,
     two-sided geometric noise, emissions and states fixed by ``pm.do``) pass a chi-square test
-    against exp(log-likelihood) over the cells (expected counts below 5 pooled; p > 1e-6:
-    false-alarm rate 1e-6). Negative control: the same draws against the marginal at
-    p = (0.3, 0.3, 0.4) instead of (0.2, 0.3, 0.5) give p < 1e-6 (noncentrality about 810 on
-    about 630 degrees of freedom: its power is 1 to many digits)."""
+    against exp(log-likelihood) over the cells (draws clipped to [-8, 10] per cell, the clipped
+    ones pooled into one category; false-alarm rate 1e-6, :func:`pymc_dp.testing.assert_gof`).
+    Negative control: the same draws against the marginal at p = (0.3, 0.3, 0.4) instead of
+    (0.2, 0.3, 0.5) are rejected."""
     from pymc_dp.kernels.noise_logpdf import logpdf_kind
     from pymc_dp.math.multinomial_noise import multinomial_noise_numpy
 
@@ -361,20 +354,18 @@ def test_forward_draws_follow_the_marginal(rng):
     draws = pm.draw(fixed["counts_0"], draws=150, random_seed=rng, mode=PY).reshape(-1, 3)
     assert draws.dtype.kind == "i"
     lo = -8
-    cells, freq = np.unique(np.clip(draws, lo, n - lo) - lo, axis=0, return_counts=True)
     grid = np.stack(np.meshgrid(*[np.arange(lo, n - lo + 1)] * 3, indexing="ij"), -1)
     grid = grid.reshape(-1, 3)
     kind, par = logpdf_kind(mech.numba_logpdf), mech.numba_params
-    index = np.ravel_multi_index(cells.T, (n - 2 * lo + 1,) * 3)
-    counts = np.bincount(index, weights=freq, minlength=len(grid))
-    interior = np.all((grid > lo) & (grid < n - lo), axis=1)  # clipped edges pooled below
+    interior = np.all((grid > lo) & (grid < n - lo), axis=1)
+    # a draw's category: its cell on the grid, or len(grid) once clipped on some axis
+    index = np.ravel_multi_index((np.clip(draws, lo, n - lo) - lo).T, (n - 2 * lo + 1,) * 3)
+    codes = np.where(interior[index], index, len(grid))
 
     def pvalue(p):
         lp, _ = multinomial_noise_numpy(grid, n, p, kind, par)
         probs = np.where(interior, np.exp(lp), 0.0)
-        obs = np.append(counts[interior], counts[~interior].sum())
-        probs = np.append(probs[interior], 1.0 - probs[interior].sum())
-        return _chi2_pvalue(obs, probs)
+        return _category_gof(codes, np.append(probs, 1.0 - probs.sum()))
 
-    assert pvalue(phi[0]) > ALPHA
-    assert pvalue(np.array([0.3, 0.3, 0.4])) < ALPHA
+    assert_gof(pvalue(phi[0]), what="forward draws vs the row marginal")
+    assert_rejects(pvalue(np.array([0.3, 0.3, 0.4])), what="forward draws vs a wrong p")
