@@ -65,6 +65,7 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import study_private_hmm as sph
 
+from pymc_dp.kernels.hmm_plugin import transition_counts
 from pymc_dp.mechanisms.laplace import Laplace
 from pymc_dp.releases import (
     HMMPrior,
@@ -132,9 +133,7 @@ def nb_heldout(phi_draws, test_ones, test_n):
 # ---- fits -----------------------------------------------------------------------------------------
 def _post_mean_markov(z, k, prior):
     a, b, _ = prior.resolve(k)
-    n0 = np.bincount(z[:, 0], minlength=k)
-    n = np.zeros((k, k))
-    np.add.at(n, (z[:, :-1].ravel(), z[:, 1:].ravel()), 1.0)
+    n0, n = transition_counts(z, k)
     return (n + b) / (n + b).sum(1, keepdims=True), (n0 + a) / (n0 + a).sum()
 
 
