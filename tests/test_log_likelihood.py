@@ -18,6 +18,14 @@
   Measured at this seed: PSIS elpd -15.416 (SE 1.262, Monte Carlo sd 0.022, Pareto k <= 0.34)
   against the exact -15.447; the conditional control -8.550 (p_loo 5.7, Pareto k NaN for
   three of the four releases), 5.5 SE away.
+* One vector Release of the four groups' counts (issue 26; smaller groups, so that the grid
+  posterior and its exact draws are cheap): exact posterior draws of ``p`` (inverse CDF of the
+  grid posterior); the pointwise matrix equals the scipy one to 1e-10, and az.loo over the
+  components lies within 4.89 delta-method Monte Carlo sd of the brute-force LOO-CV
+  (trapezoid rule over ``p``, the same sum as above): false-alarm rate 1e-6 (two-sided normal
+  quantile; the PSIS estimate is the importance-sampling estimate up to its smoothing).
+  Negative control: the whole release as one observation (its one value, the sum over the
+  components) is more than 4.89 sd away from the per-group brute force.
 * The refusal of non-collapsible releases (covariates, a clamped sum, two record variables,
   two releases of the same records), and a model with a ``Privatized`` node plus a Release,
   with and without the records in the posterior.
@@ -201,17 +209,22 @@ def _exact_draws(rng):
     return p, records
 
 
+def _loo_by_quadrature(ll, log_w):
+    """Brute-force LOO-CV ``sum_g log p(z_g | z_-g)`` from ``ll[g]``, the exact log p(z_g | p)
+    at quadrature nodes of ``p``, and ``log_w``, the log prior density times the weights."""
+    total = 0.0
+    for g in range(len(ll)):
+        rest = log_w + ll.sum(axis=0) - ll[g]
+        total += special.logsumexp(rest + ll[g]) - special.logsumexp(rest)
+    return total
+
+
 def _exact_loo():
     """sum_g log p(z_g | z_-g) by Gauss-Legendre quadrature over p (exact marginals)."""
     nodes, weights = np.polynomial.legendre.leggauss(3000)
     p, w = 0.5 * (nodes + 1.0), 0.5 * weights
     ll = np.array([_group_loglik(p, g) for g in range(4)])
-    prior = stats.beta.logpdf(p, 2.0, 2.0) + np.log(w)
-    total = 0.0
-    for g in range(4):
-        rest = prior + ll.sum(axis=0) - ll[g]
-        total += special.logsumexp(rest + ll[g]) - special.logsumexp(rest)
-    return total
+    return _loo_by_quadrature(ll, stats.beta.logpdf(p, 2.0, 2.0) + np.log(w))
 
 
 def _is_mc_sd(ll):
@@ -256,6 +269,75 @@ def test_loo_matches_exact_marginal_and_brute_force():
         loo_cond = az.loo(stack_log_likelihood(cond, names))
     gap = abs(loo_cond.elpd - exact) / loo.se
     assert gap > 2.0, f"conditional elpd {loo_cond.elpd:.3f}, exact {exact:.3f}: {gap:.1f} SE"
+
+
+# ---------------------------------------------------------------- (2b) one vector release
+
+VEC_N = np.array([40, 60, 80, 100])
+VEC_Z = np.array([11.3, 19.6, 22.4, 33.0])
+VEC_SCALE = 1.0
+VEC_GROUP = np.repeat(np.arange(4), VEC_N)
+
+
+def _vec_loglik(p, k):
+    """Exact log p(z_k | p) of component k of the vector release, for an array of p."""
+    n, s, p = VEC_N[k], np.arange(VEC_N[k] + 1)[None, :], np.asarray(p)[:, None]
+    logw = (  # the Binomial log-pmf from scipy.special (fast enough for the grids below)
+        special.gammaln(n + 1.0)
+        - special.gammaln(s + 1.0)
+        - special.gammaln(n - s + 1.0)
+        + special.xlogy(s, p)
+        + special.xlog1py(n - s, -p)
+    )
+    return special.logsumexp(logw + _laplace(VEC_Z[k] - s, VEC_SCALE), axis=1)
+
+
+def _vec_model():
+    with pm.Model() as m:
+        p = pm.Beta("p", 2.0, 2.0)
+        x = pm.Bernoulli("x", p, shape=len(VEC_GROUP))
+        stat = pt.stack([x[VEC_GROUP == k].sum() for k in range(4)])
+        pmdp.Release("z", stat, pmdp.Laplace(scale=VEC_SCALE), observed=VEC_Z)
+    return m
+
+
+def _vec_exact_p_draws(rng):
+    def logpost(q):
+        return stats.beta.logpdf(q, 2.0, 2.0) + sum(_vec_loglik(q, k) for k in range(4))
+
+    grid = np.linspace(0.0, 1.0, 20_001)[1:-1]
+    lp = logpost(grid)
+    cdf = np.cumsum(np.exp(lp - lp.max()))
+    return np.interp(rng.random(N_DRAWS) * cdf[-1], cdf, grid)
+
+
+def _vec_exact_loo():
+    p = np.linspace(0.0, 1.0, 20_001)[1:-1]  # trapezoid rule (ends: zero prior density)
+    w = np.full(p.shape, p[1] - p[0])
+    ll = np.array([_vec_loglik(p, k) for k in range(4)])
+    return _loo_by_quadrature(ll, stats.beta.logpdf(p, 2.0, 2.0) + np.log(w))
+
+
+def test_group_loo_matches_brute_force(rng):
+    """One vector Release of the groups' counts (issue 26): az.loo over its components equals
+    the exact LOO-CV within 4.89 Monte Carlo sd (false-alarm 1e-6); the whole release as one
+    observation misses it (control)."""
+    p = _vec_exact_p_draws(rng)
+    idata = compute_log_likelihood(_idata(p=p[None, :]), model=_vec_model())
+    ours = idata["log_likelihood"]["z"].values[0]
+    ref = np.stack([_vec_loglik(p, k) for k in range(4)], axis=1)
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10)
+    loo = az.loo(idata)
+    exact, sd = _vec_exact_loo(), _is_mc_sd(ours)
+    assert abs(loo.elpd - exact) <= SIGMA_PSIS * sd, (loo.elpd, exact, sd)
+    # control: one observation (sum over components) is LOO of the whole release
+    whole = stack_log_likelihood(idata, ["z"])
+    whole["log_likelihood"] = xr.Dataset(
+        {"z": (("chain", "draw", "obs"), ours.sum(axis=1)[None, :, None])}
+    )
+    with pytest.warns(UserWarning):  # one observation: PSIS warns on its Pareto k
+        loo_whole = az.loo(whole)
+    assert abs(loo_whole.elpd - exact) > SIGMA_PSIS * sd, (loo_whole.elpd, exact, sd)
 
 
 # ---------------------------------------------------------------- (3) refusals

@@ -1,22 +1,19 @@
 """Per-group vector releases and Monte Carlo marginals in pmdp.compute_log_likelihood (issue 26).
 
+LOO with the groups of a vector release as observations: tests/test_log_likelihood.py (with the
+brute-force LOO-CV of separate releases it shares).
+
 * Per-group vector Release (exact, no randomness): a vector Release of per-group counts of one
   record variable (Bernoulli records with a per-group ``q[g]``; Poisson records with a shared
   ``mu`` and the counts written as a one-hot table sum) gives one value per component, equal to
   the scipy enumeration of ``log sum_s Binom(s; n_k, q_k) Laplace(z_k - s)`` (Poisson: ``Poisson
   (s; n_k mu)``) to 1e-10. Negative control: the reference with the noise scale x 1.05 differs
   by more than 1e-4.
-* LOO with the groups as observations: exact posterior draws of a shared ``p`` (inverse CDF of
-  the grid posterior); az.loo on the pointwise matrix equals az.loo on the scipy matrix to
-  1e-8, and lies within 4.89 delta-method Monte Carlo sd of the brute-force LOO-CV
-  ``sum_k log p(z_k | z_-k)`` (quadrature over ``p``): false-alarm rate 1e-6 (two-sided normal
-  quantile; the PSIS estimate is the importance-sampling estimate up to its smoothing).
-  Negative control: the whole release as one observation (its one value, the sum over the
-  components) is more than 4.89 sd away from the per-group brute force.
 * Refusals: components that share records (naming the record and the alternative), records
-  with parameters that differ inside a component, a Monte Carlo request for records read by
-  another observed variable, and an invalid ``n_simulations``. Control: the disjoint version
-  of the same release is accepted.
+  with parameters that differ inside a component or are picked by a boolean mask, a Monte
+  Carlo request for records read by another observed variable, and an invalid
+  ``n_simulations``. Controls: the disjoint version of the same release, and an integer index
+  of the same blocks, are accepted.
 * Monte Carlo (clamped Poisson sum, weighted Bernoulli sum): the estimate lies within 5.33
   reported MCSE of the exact value (clamped: convolution of the clipped Poisson pmf; weighted:
   brute-force enumeration of all 2^8 record vectors) at 2 draws each, and again for the clamped
@@ -29,7 +26,6 @@
 
 import math
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -40,7 +36,6 @@ from scipy import special, stats
 import pymc_dp as pmdp
 from pymc_dp.log_likelihood import compute_log_likelihood, stack_log_likelihood
 
-SIGMA = 4.89  # two-sided normal quantile of 1e-6
 SIGMA_MC = 5.33  # two-sided normal quantile of 1e-7 (4 assertions: total below 1e-6)
 
 
@@ -154,86 +149,7 @@ def test_group_components_equal_scipy(build):
     assert np.max(np.abs(got - control)) > 1e-4
 
 
-# ---------------------------------------------------------------- (2) LOO over the groups
-
-N_G = np.array([40, 60, 80, 100])
-Z_G = np.array([11.3, 19.6, 22.4, 33.0])
-SCALE = 1.0
-N_DRAWS = 4000
-GROUP = np.repeat(np.arange(4), N_G)
-
-
-def _group_loglik(p, k):
-    n, s, p = N_G[k], np.arange(N_G[k] + 1)[None, :], np.asarray(p)[:, None]
-    logw = (  # the Binomial log-pmf from scipy.special (fast enough for the grids below)
-        special.gammaln(n + 1.0)
-        - special.gammaln(s + 1.0)
-        - special.gammaln(n - s + 1.0)
-        + special.xlogy(s, p)
-        + special.xlog1py(n - s, -p)
-    )
-    return special.logsumexp(logw + _laplace(Z_G[k] - s, SCALE), axis=1)
-
-
-def _loo_model():
-    with pm.Model() as m:
-        p = pm.Beta("p", 2.0, 2.0)
-        x = pm.Bernoulli("x", p, shape=len(GROUP))
-        stat = pt.stack([x[GROUP == k].sum() for k in range(4)])
-        pmdp.Release("z", stat, pmdp.Laplace(scale=SCALE), observed=Z_G)
-    return m
-
-
-def _exact_p_draws(rng):
-    def logpost(q):
-        return stats.beta.logpdf(q, 2.0, 2.0) + sum(_group_loglik(q, k) for k in range(4))
-
-    grid = np.linspace(0.0, 1.0, 20_001)[1:-1]
-    lp = logpost(grid)
-    cdf = np.cumsum(np.exp(lp - lp.max()))
-    return np.interp(rng.random(N_DRAWS) * cdf[-1], cdf, grid)
-
-
-def _exact_loo():
-    p = np.linspace(0.0, 1.0, 20_001)[1:-1]  # trapezoid rule (ends: zero prior density)
-    w = np.full(p.shape, p[1] - p[0])
-    ll = np.array([_group_loglik(p, k) for k in range(4)])
-    prior = stats.beta.logpdf(p, 2.0, 2.0) + np.log(w)
-    total = 0.0
-    for k in range(4):
-        rest = prior + ll.sum(axis=0) - ll[k]
-        total += special.logsumexp(rest + ll[k]) - special.logsumexp(rest)
-    return total
-
-
-def _is_mc_sd(ll):
-    inv = np.exp(-(ll - ll.max(axis=0)))
-    rel = inv.std(axis=0) / (inv.mean(axis=0) * math.sqrt(ll.shape[0]))
-    return float(np.sqrt(np.sum(rel**2)))
-
-
-def test_group_loo_matches_brute_force(rng):
-    """az.loo over the components equals the exact LOO-CV within 4.89 Monte Carlo sd
-    (false-alarm 1e-6); the whole release as one observation misses it (control)."""
-    p = _exact_p_draws(rng)
-    idata = compute_log_likelihood(_idata(p=p[None, :]), model=_loo_model())
-    ours = idata["log_likelihood"]["z"].values[0]
-    ref = np.stack([_group_loglik(p, k) for k in range(4)], axis=1)
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-10)
-    loo = az.loo(idata)
-    exact, sd = _exact_loo(), _is_mc_sd(ours)
-    assert abs(loo.elpd - exact) <= SIGMA * sd, (loo.elpd, exact, sd)
-    # control: one observation (sum over components) is LOO of the whole release
-    whole = stack_log_likelihood(idata, ["z"])
-    whole["log_likelihood"] = xr.Dataset(
-        {"z": (("chain", "draw", "obs"), ours.sum(axis=1)[None, :, None])}
-    )
-    with pytest.warns(UserWarning):  # one observation: PSIS warns on its Pareto k
-        loo_whole = az.loo(whole)
-    assert abs(loo_whole.elpd - exact) > SIGMA * sd, (loo_whole.elpd, exact, sd)
-
-
-# ---------------------------------------------------------------- (3) refusals
+# ---------------------------------------------------------------- (2) refusals
 
 
 def _post(model):
@@ -311,7 +227,7 @@ def test_monte_carlo_refused_when_records_read_elsewhere_and_bad_n():
             compute_log_likelihood(post, model=m, var_names=["zk"], n_simulations=bad)
 
 
-# ---------------------------------------------------------------- (4) Monte Carlo marginal
+# ---------------------------------------------------------------- (3) Monte Carlo marginal
 
 N_SIM = 20_000
 
