@@ -53,6 +53,17 @@ def positive_float(name: str, value) -> float:
     return x
 
 
+def check_how(how, mechanism) -> None:
+    """``how`` one of :data:`HOWS`, and a Geometric ``mechanism`` for ``"augmented"`` and
+    ``"marginal"`` (the all-Gibbs examples' models), else ``ValueError`` naming them."""
+    if how not in HOWS:
+        raise ValueError(f"how must be one of {HOWS}, got {how!r}")
+    if how in ("augmented", "marginal") and not isinstance(mechanism, Geometric):
+        raise ValueError(
+            f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
+        )
+
+
 def integer_counts(name: str, arr: np.ndarray, *, bits: int, nonnegative: bool) -> np.ndarray:
     """``arr`` (shape already checked by the caller) as int64 if it holds integers within
     ``+-2**bits`` (and ``>= 0`` if ``nonnegative``), else ``ValueError`` naming ``name``."""

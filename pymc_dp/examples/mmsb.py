@@ -49,6 +49,7 @@ from pymc_dp.examples import _common
 from pymc_dp.examples._common import (
     AllGibbs,
     block_factor,
+    check_how,
     generator,
     geometric_release,
     integer_counts,
@@ -57,7 +58,6 @@ from pymc_dp.examples._common import (
     posterior_mean,
 )
 from pymc_dp.kernels.mmsb import mmsb_scan, observed_pairs
-from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = [
     "HOWS",
@@ -270,12 +270,7 @@ def build_model(
     ...
     ValueError: counts must be non-negative (true counts) off the diagonal
     """
-    if how not in HOWS:
-        raise ValueError(f"how must be one of {HOWS}, got {how!r}")
-    if how in ("augmented", "marginal") and not isinstance(mechanism, Geometric):
-        raise ValueError(
-            f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
-        )
+    check_how(how, mechanism)
     y = _square_counts("counts", counts, nonnegative=how == "nonprivate")
     c = positive_int("n_communities", n_communities)
     a0 = positive_float("prior_shape", prior_shape)

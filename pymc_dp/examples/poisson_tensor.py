@@ -40,6 +40,7 @@ from pymc_dp.examples import _common
 from pymc_dp.examples._common import (
     AllGibbs,
     block_factor,
+    check_how,
     generator,
     geometric_release,
     integer_counts,
@@ -48,7 +49,6 @@ from pymc_dp.examples._common import (
     posterior_mean,
 )
 from pymc_dp.kernels.poisson_tensor import cp_scan
-from pymc_dp.mechanisms.geometric import Geometric
 
 __all__ = [
     "HOWS",
@@ -166,12 +166,7 @@ def build_model(counts, n_components, *, how, mechanism=None, prior_shape=0.1, p
     ...
     ValueError: how='marginal' needs the release's Geometric mechanism, got mechanism=None
     """
-    if how not in HOWS:
-        raise ValueError(f"how must be one of {HOWS}, got {how!r}")
-    if how in ("augmented", "marginal") and not isinstance(mechanism, Geometric):
-        raise ValueError(
-            f"how={how!r} needs the release's Geometric mechanism, got mechanism={mechanism!r}"
-        )
+    check_how(how, mechanism)
     y = _tensor("counts", counts, nonnegative=how == "nonprivate")
     c = positive_int("n_components", n_components)
     a0 = positive_float("prior_shape", prior_shape)
