@@ -237,36 +237,54 @@ def _group_plan(model, rel, rec):
     value = model.rvs_to_values[rec]
     C = np.asarray(fn(np.zeros(n_rec, dtype=value.dtype)), dtype=np.float64)
     K = len(C)
-    keys = {}  # nonzero pattern of a record's column -> (block, coefficients, first record)
+    keys = {}  # nonzero pattern of a record's column (packed bits) -> its block
     owner = np.full(K, -1)  # block of each component
     group = np.full(n_rec, -1, dtype=np.int64)
     comps, coefs, first = [], [], []
-    for i, col in _unit_columns(model, rec, rel, fn, C, n_rec):  # the columns of the linear map
-        nz = np.flatnonzero(np.abs(col) > _RTOL * (1.0 + np.abs(C)))
-        if len(nz) == 0:
+    thr = _RTOL * (1.0 + np.abs(C))
+    for start, cols in _unit_columns(model, rec, rel, fn, C, n_rec):  # the map's columns
+        mask = np.abs(cols) > thr
+        read = np.flatnonzero(mask.any(axis=1))  # records (of this batch) a component reads
+        if len(read) == 0:
             continue
-        key = nz.tobytes()
-        if key not in keys:
-            clash = [int(k) for k in nz if owner[k] >= 0]
-            if clash:
-                other = comps[owner[clash[0]]]
-                return _Shared(
-                    f"record {i} of {rec.name!r} is read by components {nz.tolist()} of the "
-                    f"statistic (flattened) and another record by components "
-                    f"{other.tolist()}: groups that share records are not independent given "
-                    "the parameters, so the release has no per-group pointwise values. "
-                    "Release each group's statistic over disjoint records, or pass "
-                    "n_simulations= for one Monte Carlo value for the whole release"
-                )
-            owner[nz] = len(comps)
-            keys[key] = len(comps)
-            comps.append(nz)
-            coefs.append(col[nz])
-            first.append(i)
-        blk = keys[key]
-        if not np.allclose(col[nz], coefs[blk], rtol=_RTOL, atol=0.0):
-            return "a weighted sum (records of one group enter with different weights)"
-        group[i] = blk
+        pats, at, inv = np.unique(
+            np.packbits(mask[read], axis=1), axis=0, return_index=True, return_inverse=True
+        )
+        inv = inv.reshape(-1)
+        blk_of = np.empty(len(pats), dtype=np.int64)
+        stop, shared = len(read), None  # records before the first that shares components
+        for u in np.argsort(at, kind="stable"):  # patterns in the order of their first record
+            key = pats[u].tobytes()
+            if key not in keys:
+                r = read[at[u]]
+                nz = np.flatnonzero(mask[r])
+                taken = nz[owner[nz] >= 0]
+                if len(taken):
+                    stop = at[u]
+                    shared = _Shared(
+                        f"record {start + r} of {rec.name!r} is read by components "
+                        f"{nz.tolist()} of the statistic (flattened) and another record by "
+                        f"components {comps[owner[taken[0]]].tolist()}: groups that share "
+                        "records are not independent given the parameters, so the release has "
+                        "no per-group pointwise values. Release each group's statistic over "
+                        "disjoint records, or pass n_simulations= for one Monte Carlo value for "
+                        "the whole release"
+                    )
+                    break
+                owner[nz] = keys[key] = len(comps)
+                comps.append(nz)
+                coefs.append(cols[r, nz])
+                first.append(start + r)
+            blk_of[u] = keys[key]
+        # every record of a block with its first record's coefficients (np.allclose per record)
+        rows, blk = read[:stop], blk_of[inv[:stop]]
+        for j in np.unique(blk):
+            a = cols[rows[blk == j]][:, comps[j]]
+            if not np.isclose(a, coefs[j], rtol=_RTOL, atol=0.0).all():
+                return "a weighted sum (records of one group enter with different weights)"
+        if shared is not None:
+            return shared
+        group[start + rows] = blk
     for k in np.flatnonzero(owner < 0):  # constant components: blocks without records
         owner[k] = len(comps)
         comps.append(np.array([k]))
@@ -305,11 +323,12 @@ def _group_plan(model, rel, rec):
 
 
 def _unit_columns(model, rec, rel, fn, C, n_rec):
-    """``(i, T(e_i) - C)`` for every record ``i`` (``e_i``: record ``i`` at 1, the others at
-    0), ``fn`` the statistic (:func:`~pymc_dp.step_methods.collapse_plan._stat_fn`) and ``C``
-    its value at 0. The statistic's graph vectorized over a batch of unit records evaluates
-    many columns per call (:data:`_MAP_BATCH_VALUES` inputs and outputs at once); a statistic
-    that does not vectorize is evaluated once per record."""
+    """``(start, cols)``: ``cols[j] = T(e_i) - C`` for the records ``i = start + j`` of a
+    batch, all records in order (``e_i``: record ``i`` at 1, the others at 0; ``fn`` the
+    statistic, :func:`~pymc_dp.step_methods.collapse_plan._stat_fn`, and ``C`` its value at
+    0). The statistic's graph vectorized over a batch of unit records evaluates many columns
+    per call (:data:`_MAP_BATCH_VALUES` inputs and outputs at once); a statistic that does not
+    vectorize is evaluated once per record (batches of one)."""
     value = model.rvs_to_values[rec]
     step = max(1, _MAP_BATCH_VALUES // (n_rec + len(C)))
     try:
@@ -325,14 +344,14 @@ def _unit_columns(model, rec, rel, fn, C, n_rec):
         x = np.zeros(n_rec, dtype=value.dtype)
         for i in range(n_rec):
             x[i] = 1
-            yield i, np.asarray(fn(x), dtype=np.float64) - C
+            yield i, np.asarray(fn(x), dtype=np.float64)[None, :] - C
             x[i] = 0
         return
     for start in range(0, n_rec, step):
         rows = np.arange(min(step, n_rec - start))
         units_ = np.zeros((len(rows), n_rec), dtype=value.dtype)
         units_[rows, start + rows] = 1
-        yield from enumerate(np.asarray(batched(units_), dtype=np.float64) - C, start)
+        yield start, np.asarray(batched(units_), dtype=np.float64) - C
 
 
 def _group_index(rec):
