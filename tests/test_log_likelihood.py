@@ -235,7 +235,10 @@ def _is_mc_sd(ll):
     return float(np.sqrt(np.sum(rel**2)))
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+# slow: a sampling run. In the default run the pointwise values are checked against an independent
+# reference (test_pointwise_equals_independent_reference) and az.loo against brute-force LOO-CV on
+# per-group releases (test_group_loo_matches_brute_force)
+@pytest.mark.slow
 def test_loo_matches_exact_marginal_and_brute_force():
     """az.loo on pmdp's pointwise values: the same as LOO from the exact marginal evaluated
     here on the same draws, and within az.loo's SE of the brute-force LOO-CV (false-alarm

@@ -275,7 +275,10 @@ def test_validation_errors_name_the_argument():
     assert isinstance(rel.model(2), pm.Model)
 
 
-@pytest.mark.slow  # a sampling run; the default run keeps a cheaper check of the same path
+# slow: a pm.sample run. In the default run the model's likelihood is the exact marginal
+# (test_model_likelihood_is_the_exact_marginal); FFBS on Privatized-Binomial emissions, and FFBS
+# with NUTS, are checked against exact posteriors in tests/step_methods/test_ffbs.py
+@pytest.mark.slow
 def test_model_samples_with_ffbs_and_nuts():
     """pm.sample assigns FFBS to the states and NUTS to the rest, and draws valid values."""
     from pymc.sampling.mcmc import assign_step_methods
