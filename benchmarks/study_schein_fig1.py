@@ -39,7 +39,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+from _schein_common import METHODS, paired_interval, se
+from _schein_common import seed as _seed
 
 from pymc_dp.examples import mmsb
 from pymc_dp.mechanisms.geometric import Geometric
@@ -49,7 +50,6 @@ __all__ = ["Config", "fit_rates", "main", "plot_fig1", "report", "run_repeat", "
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "results" / "schein_fig1.md"
 FIGURE = HERE.parent / "docs" / "figures" / "schein_fig1.png"
-METHODS = ("nonprivate", "naive", "aware")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +73,6 @@ class Config:
     n_scans: int = 10
     restarts: int = 3  # seeds of the chain-spread check (nonprivate, aware at min epsilon)
     seed: int = 20261128
-
-
-def _seed(config: Config, repeat: int, key: str) -> int:
-    seq = np.random.SeedSequence([config.seed, repeat, *key.encode()])
-    return int(seq.generate_state(1)[0])
 
 
 def fit_rates(counts, how: str, mechanism, config: Config, seed: int, mask=None) -> np.ndarray:
@@ -203,13 +198,12 @@ def _table(results, config, key, oracle_key) -> list[str]:
         d2 = m["aware"] - m["nonprivate"]
 
         def cell(x):
-            return f"{x.mean():.3f} ± {x.std(ddof=1) / np.sqrt(n):.3f}"
+            return f"{x.mean():.3f} ± {se(x):.3f}"
 
         lines.append(
             f"| {eps} | {alpha:.3f} | {cell(oracle)} | {cell(m['nonprivate'])} | "
-            f"{cell(m['naive'])} | {cell(m['aware'])} | {d1.mean():+.3f} ± "
-            f"{d1.std(ddof=1) / np.sqrt(n):.3f} | {d2.mean():+.3f} ± "
-            f"{d2.std(ddof=1) / np.sqrt(n):.3f} | {int((d1 < 0).sum())}/{n} | "
+            f"{cell(m['naive'])} | {cell(m['aware'])} | {d1.mean():+.3f} ± {se(d1):.3f} | "
+            f"{d2.mean():+.3f} ± {se(d2):.3f} | {int((d1 < 0).sum())}/{n} | "
             f"{int((d2 < 0).sum())}/{n} |"
         )
     return lines
@@ -218,14 +212,12 @@ def _table(results, config, key, oracle_key) -> list[str]:
 def _verdicts(results, config) -> list[str]:
     out = []
     n = len(results)
-    tq = float(stats.t.ppf(0.975, n - 1))
     for key, what in (("mae", "reconstruction"), ("heldout", "held-out link prediction")):
         for eps in config.epsilons:
             m = {h: np.array([r[key][eps][h] for r in results]) for h in METHODS}
             for other in ("naive", "nonprivate"):
                 d = m["aware"] - m[other]
-                se = d.std(ddof=1) / np.sqrt(n)
-                lo, hi = d.mean() - tq * se, d.mean() + tq * se
+                _, lo, hi = paired_interval(d)
                 if hi < 0:
                     word = "aware lower"
                 elif lo > 0:

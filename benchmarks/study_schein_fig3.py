@@ -33,6 +33,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _schein_common import METHODS, paired_interval, se
+from _schein_common import seed as _seed
 from scipy import stats
 
 from pymc_dp.examples import poisson_factorization as pf
@@ -52,7 +54,6 @@ __all__ = [
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "results" / "schein_fig3.md"
 FIGURE = HERE.parent / "docs" / "figures" / "schein_fig3.png"
-METHODS = ("nonprivate", "naive", "aware")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +78,6 @@ class Config:
     top: int = 10
     samples: int = 20  # thinned posterior samples scored for NPMI / coherence
     seed: int = 20261128
-
-
-def _seed(config: Config, repeat: int, key: str) -> int:
-    return int(np.random.SeedSequence([config.seed, repeat, *key.encode()]).generate_state(1)[0])
 
 
 def generate_corpus(config: Config, rng) -> np.ndarray:
@@ -240,7 +237,6 @@ def _arr(out, level, how, metric):
 
 
 def _table(out, config, metric) -> list[str]:
-    n = len(out["fits"])
     head = (
         "| epsilon / N | alpha | nonprivate | naive | aware | aware − naive | aware − nonprivate |"
     )
@@ -249,7 +245,7 @@ def _table(out, config, metric) -> list[str]:
         m = {h: _arr(out, lv, h, metric) for h in METHODS}
 
         def cell(x):
-            return f"{x.mean():.4f} ± {x.std(ddof=1) / np.sqrt(n):.4f}"
+            return f"{x.mean():.4f} ± {se(x):.4f}"
 
         d1, d2 = m["aware"] - m["naive"], m["aware"] - m["nonprivate"]
         lines.append(
@@ -320,13 +316,11 @@ def plot(out, config, path: Path = FIGURE) -> Path:
 def _verdicts(out, config) -> list[str]:
     lines = []
     n = len(out["fits"])
-    tq = float(stats.t.ppf(0.975, n - 1))
     for metric, sign in (("mae", -1), ("npmi", 1), ("coherence", 1)):
         for lv in config.levels:
             for other in ("naive", "nonprivate"):
                 d = _arr(out, lv, "aware", metric) - _arr(out, lv, other, metric)
-                se = d.std(ddof=1) / np.sqrt(n)
-                lo, hi = d.mean() - tq * se, d.mean() + tq * se
+                _, lo, hi = paired_interval(d)
                 if lo * hi > 0:  # the interval excludes 0
                     word = "aware better" if sign * d.mean() > 0 else "aware WORSE"
                 else:

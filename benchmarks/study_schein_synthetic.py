@@ -46,6 +46,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _schein_common import seed as _seed
 
 from pymc_dp.examples import poisson_factorization as pf
 from pymc_dp.mechanisms.geometric import Geometric
@@ -107,16 +108,6 @@ def fits_at(config: Config, eps: float) -> tuple:
     (('naive', 'augmented', 'marginal', 'control'), ('naive', 'augmented', 'marginal'))
     """
     return config.methods + (("control",) if eps in config.control_epsilons else ())
-
-
-def _seed(config: Config, repeat: int, key: str) -> int:
-    """The integer seed of one stream (``key``: "truth", "noise 0.75", "naive 0.75", ...).
-
-    Derived from ``SeedSequence([seed, repeat, *key.encode()])``, so a stream does not move
-    when other epsilons or fits are added or dropped.
-    """
-    seq = np.random.SeedSequence([config.seed, repeat, *key.encode()])
-    return int(seq.generate_state(1, dtype=np.uint32)[0])
 
 
 def fit_rates(counts, how: str, mechanism, config: Config, seed: int) -> dict:

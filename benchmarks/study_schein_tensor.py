@@ -21,6 +21,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _schein_common import METHODS, paired_interval, se
+from _schein_common import seed as _seed
 from scipy import stats
 
 from pymc_dp.examples import poisson_tensor as pt3
@@ -29,7 +31,6 @@ __all__ = ["Config", "main", "report", "run_study"]
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "results" / "schein_tensor.md"
-METHODS = ("nonprivate", "naive", "aware")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,10 +51,6 @@ class Config:
     draws: int = 200
     n_scans: int = 5
     seed: int = 20261128
-
-
-def _seed(config, repeat, key) -> int:
-    return int(np.random.SeedSequence([config.seed, repeat, *key.encode()]).generate_state(1)[0])
 
 
 def _fit(counts, how, mech, config, seed) -> np.ndarray:
@@ -143,11 +140,9 @@ def report(results, config, seconds) -> str:
     for eps in config.epsilons:
         m = {h: np.array([r["mae"][eps][h] for r in results]) for h in METHODS}
 
-        def se(x):
-            return x.std(ddof=1) / np.sqrt(n)
-
         def ci(d):
-            return f"{d.mean():+.3f} [{d.mean() - tq * se(d):+.3f}, {d.mean() + tq * se(d):+.3f}]"
+            mean, lo, hi = paired_interval(d)
+            return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
         alpha = np.mean([r["alpha"][eps] for r in results])
         lines.append(

@@ -25,6 +25,8 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name):
+    if str(BENCH) not in sys.path:  # the studies import benchmarks/_schein_common.py
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses look their module up there
